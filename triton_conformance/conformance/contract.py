@@ -19,6 +19,7 @@ __all__ = [
     "LAYOUT_CLAIMS",
     "VALUE_CLASSES",
     "MASK_POLICIES",
+    "MASK_CLASSES",
     "Dim",
     "Tensor",
     "Mask",
@@ -33,6 +34,8 @@ LAYOUT_CLAIMS = ("contiguous", "any")
 # Adversarial value classes a subject may claim; "ordinary" is always claimed.
 VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties")
 MASK_KINDS = ("bool", "additive")
+# "broadcast" is padding-shaped content given as a stride-0 view over rows.
+MASK_CLASSES = ("causal", "random", "padding", "all", "fully-masked", "broadcast")
 MASK_POLICIES = ("zeros", "nan", "reject")
 
 

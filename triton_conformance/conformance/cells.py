@@ -1,0 +1,110 @@
+"""The contract cells of a subject, and what each example of a cell expects.
+
+A cell is one (subject, contract dimension) pair, such as
+``(softmax, layout:transposed)``.  The list of cells depends only on the
+contract, so collection is stable across processes; whether a cell can run
+here (bf16 on a broken interpreter, say) is decided when it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES, Contract
+from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, layout_applies
+from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, Spec
+
+__all__ = ["SHAPE_CLASSES", "PROBED_DTYPES", "cells_for", "skip_reason", "expectation", "Expectation"]
+
+SHAPE_CLASSES = ("tiny", "non-pow2", "beyond-block", "empty", "beyond-range")
+# Float dtypes every float subject is probed with; unclaimed ones must be rejected.
+PROBED_DTYPES = ("float16", "bfloat16", "float32")
+# Layout classes that a "contiguous" claim covers; size-1 dims with odd strides are either.
+_CONTIGUOUS_OK = ("contiguous",)
+
+
+def cells_for(contract: Contract) -> list[str]:
+    """Every cell id of ``contract``, in a stable order."""
+    cells = [f"layout:{k}" for k in LAYOUT_CLASSES] + ["layout:mixed"]
+    floats = contract.float_dtypes()
+    if floats:
+        cells += [f"dtype:{d}" for d in dict.fromkeys(floats + PROBED_DTYPES)]
+    else:
+        cells += [f"dtype:{d}" for d in contract.inputs[contract.tensor_names[0]].dtypes]
+    cells += [f"shape:{s}" for s in SHAPE_CLASSES]
+    cells += [f"values:{v}" for v in VALUE_CLASSES]
+    if contract.mask_name:
+        cells += [f"mask:{m}" for m in MASK_CLASSES]
+    cells += ["memory"]
+    if contract.deterministic:
+        cells += ["determinism"]
+    return cells
+
+
+def skip_reason(contract: Contract, cell: str, *, untestable_dtypes: dict[str, str] | None = None) -> str | None:
+    """Why ``cell`` does not apply to ``contract`` here, or None if it runs."""
+    dimension, _, value = cell.partition(":")
+    ranks = [len(s.shape) for s in contract.inputs.values()]
+    untestable = untestable_dtypes or {}
+    if dimension == "layout":
+        if value == "mixed":
+            if sum(1 for s in contract.inputs.values() if s.layouts == "any") == 0:
+                return "no input claims arbitrary layouts"
+        elif not any(layout_applies(value, r) for r in ranks):
+            return f"layout {value!r} needs an input of rank >= 2"
+        if value == "size1" and not any(d.min <= 1 <= d.max for d in contract.dims.values()):
+            return "no dim admits size 1"
+    if dimension == "dtype" and value in untestable:
+        return untestable[value]
+    if dimension == "values" and value not in contract.values:
+        return f"value class {value!r} not claimed"
+    if dimension == "shape":
+        if value == "beyond-block":
+            biggest = max(d.max for d in contract.dims.values())
+            if biggest < 64:
+                return "no dim can exceed a block"
+        if value == "beyond-range" and all(d.max >= 1 << 24 and d.min <= 1 for d in contract.dims.values()):
+            return "every dim range is unbounded in practice"
+    if dimension == "determinism" and not contract.deterministic:
+        return "subject does not claim determinism"
+    if contract.model is not None and dimension in ("determinism",):
+        return "stochastic subject: see its stochastic cells"
+    return None
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What one example must do: ``"honour"``, ``"reject"``, or ``"either"``."""
+
+    kind: str
+    reasons: tuple[str, ...] = ()
+
+
+def expectation(contract: Contract, spec: Spec) -> Expectation:
+    """Whether ``spec`` lies inside ``contract``; the reasons name each breach."""
+    breaches: list[str] = []
+    either: list[str] = []
+    for sym, n in spec.dims.items():
+        d = contract.dims[sym]
+        if not d.admits(n):
+            breaches.append(f"dim {sym}={n} outside [{d.min}, {d.max}]")
+    for name, decl in contract.inputs.items():
+        dtype = spec.dtypes[name]
+        if dtype not in decl.dtypes:
+            breaches.append(f"{name}.dtype={dtype} not in {decl.dtypes}")
+        layout = spec.layout(name)
+        if decl.layouts == "contiguous" and layout.kind not in _CONTIGUOUS_OK:
+            if layout.kind == "size1":
+                either.append(f"{name} has size-1 dims with odd strides")
+            else:
+                breaches.append(f"{name} is {layout.kind}, contract claims contiguous only")
+        if decl.is_mask and spec.mask == "fully-masked" and decl.fully_masked == "reject":
+            breaches.append(f"{name} has fully masked rows, policy is 'reject'")
+    if breaches:
+        return Expectation("reject", tuple(breaches))
+    if either:
+        return Expectation("either", tuple(either))
+    return Expectation("honour")
+
+
+__all__ += ["BEYOND_BLOCK"]

@@ -1,0 +1,242 @@
+"""The battery for one example: call the launcher and classify what it did.
+
+One example runs the launcher twice on the same spec: once with inputs
+embedded in a NaN sentinel, once in a large finite one.  From those two calls
+come every check: clean rejection of out-of-contract input, input mutation,
+writes past an output's ends, unwritten output, reads of memory outside the
+inputs' elements, and agreement with the float64 oracle.  The determinism cell
+adds a third call and compares bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from triton_conformance.conformance.cells import expectation
+from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
+from triton_conformance.conformance.outcomes import Finding, worst
+from triton_conformance.conformance.subject import Subject
+from triton_conformance.oracles.compare import compare
+from triton_conformance.oracles.tolerance import Bound, default_bound
+from triton_conformance.strategies._internal.specs import Spec
+from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
+
+__all__ = ["Backend", "run_example", "EXAMPLE_REJECTED", "EXAMPLE_HONOURED"]
+
+EXAMPLE_HONOURED = "honoured"
+EXAMPLE_REJECTED = "rejected"
+_LIBRARY_DIRS = (os.sep + "triton" + os.sep, os.sep + "torch" + os.sep)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where kernels run: ``interpreter`` (CPU) or ``cuda``."""
+
+    name: str = "interpreter"
+    device: str = "cpu"
+    untestable_dtypes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def untestable(self) -> dict[str, str]:
+        return dict(self.untestable_dtypes)
+
+
+@dataclass
+class _Call:
+    outputs: tuple[torch.Tensor, ...] | None
+    error: BaseException | None
+    allocations: list
+    raw: Any = None
+
+
+def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Backend) -> _Call:
+    override = backend.device if backend.name == "interpreter" else None
+    with guarded_allocations(device_override=override) as allocations:
+        try:
+            raw = subject.launcher(**built.views, **spec.scalars)
+        except Exception as exc:  # noqa: BLE001 - any exception is an outcome
+            return _Call(None, exc, allocations)
+    if backend.device != "cpu":
+        torch.cuda.synchronize()
+    outputs = raw if isinstance(raw, (tuple, list)) else (raw,)
+    return _Call(tuple(outputs), None, allocations, raw)
+
+
+def _innermost_file(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    last = ""
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last
+
+
+def _clean_rejection(exc: BaseException) -> bool:
+    """Raised by the launcher's own code, with a message, as a contract check."""
+    if not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError, AssertionError)):
+        return False
+    if type(exc).__module__.startswith("triton"):
+        return False
+    if not str(exc).strip():
+        return False
+    return not any(d in _innermost_file(exc) for d in _LIBRARY_DIRS)
+
+
+def _exception_text(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text[-4000:]
+
+
+def _mask_policy(subject: Subject, built: BuiltInputs, ref: torch.Tensor) -> torch.Tensor:
+    """Apply the declared fully-masked-row policy to the oracle's output."""
+    name = subject.contract.mask_name
+    if name is None:
+        return ref
+    decl = subject.contract.inputs[name]
+    mask = built.views[name]
+    keep = mask.bool() if decl.kind == "bool" else (mask == 0)
+    dead = ~keep.any(dim=-1)
+    lead = dead.dim()
+    if tuple(ref.shape[:lead]) != tuple(dead.shape) or not dead.any():
+        return ref
+    fill = 0.0 if decl.fully_masked == "zeros" else float("nan")
+    ref = ref.clone()
+    ref[dead.to(ref.device)] = fill
+    return ref
+
+
+def _bound(subject: Subject, spec: Spec, out: torch.Tensor, ref: torch.Tensor) -> Bound:
+    contract = subject.contract
+    out_dtype = str(out.dtype).replace("torch.", "")
+    reduction = spec.dims.get(contract.reduces, 1) if contract.reduces else 1
+    finite = ref[torch.isfinite(ref)]
+    scale = float(finite.abs().max()) if finite.numel() else 1.0
+    bound = default_bound(out_dtype=out_dtype, accumulate=contract.accumulate, reduction=reduction, scale=scale)
+    tol = contract.tolerance
+    if tol is None:
+        return bound
+    if tol.reference_k is not None:
+        return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor, source="subject")
+    return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
+                 atol=bound.atol if tol.atol is None else tol.atol, source="subject")
+
+
+def _as_tuple(x: Any) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _oracle(subject: Subject, built: BuiltInputs, spec: Spec, lowp: bool = False) -> tuple:
+    if lowp:
+        inputs = {n: v.clone() for n, v in built.views.items()}
+    else:
+        inputs = built.as_float64()
+    return _as_tuple(subject.contract.oracle(**inputs, **spec.scalars))
+
+
+def _compare_outputs(subject: Subject, built: BuiltInputs, spec: Spec, outputs: tuple) -> Finding | None:
+    refs = _oracle(subject, built, spec)
+    if len(refs) != len(outputs):
+        return Finding("wrong", "bad-output", f"launcher returned {len(outputs)} outputs, oracle {len(refs)}")
+    lowps = None
+    for i, (out, ref) in enumerate(zip(outputs, refs)):
+        if not isinstance(out, torch.Tensor):
+            return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
+        ref = _mask_policy(subject, built, ref.to(torch.float64))
+        bound = _bound(subject, spec, out, ref)
+        lowp = None
+        if bound.reference_k is not None:
+            lowps = lowps or _oracle(subject, built, spec, lowp=True)
+            lowp = _mask_policy(subject, built, lowps[i].to(torch.float64))
+        mismatch = compare(out, ref, bound, lowp=lowp, name=f"output[{i}]" if len(outputs) > 1 else "output")
+        if mismatch is not None:
+            return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())
+    return None
+
+
+def _memory_findings(built: BuiltInputs, call: _Call) -> list[Finding]:
+    findings = []
+    mutated = built.mutated()
+    if mutated:
+        findings.append(Finding("unsafe", "mutated-input", f"input storage changed by the call: {mutated}",
+                                {"inputs": mutated}))
+    for alloc in call.allocations:
+        damage = alloc.guard_damage()
+        if damage:
+            side, at = damage[0]
+            findings.append(Finding(
+                "unsafe", "oob-write",
+                f"wrote outside a {tuple(alloc.tensor.shape)} {alloc.tensor.dtype} allocation: guard band "
+                f"{side} it changed (first changed byte at offset {at} from the tensor's start, "
+                f"tensor is {alloc.span_bytes} bytes)",
+                {"side": side, "byte_offset": at, "span_bytes": alloc.span_bytes}))
+    for i, out in enumerate(call.outputs or ()):
+        if isinstance(out, torch.Tensor) and any(a.owns(out) for a in call.allocations):
+            holes = unwritten_elements(out)
+            if holes.any():
+                first = tuple(int(v) for v in torch.nonzero(holes)[0]) if holes.dim() else ()
+                findings.append(Finding(
+                    "unsafe", "unwritten",
+                    f"output {i}: {int(holes.sum())} of {out.numel()} elements never written; first at {first}",
+                    {"unwritten": int(holes.sum()), "total": out.numel(), "first_index": first}))
+    return findings
+
+
+def _same_bits(a: tuple, b: tuple) -> bool:
+    for x, y in zip(a, b):
+        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if not torch.equal(flat_bytes(x), flat_bytes(y)):
+            return False
+    return True
+
+
+def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: bool = False) -> Finding | str:
+    """Run every check on one example: a Finding, or ``"honoured"`` / ``"rejected"``."""
+    contract = subject.contract
+    expect = expectation(contract, spec)
+    built = build_inputs(contract, spec, sentinel="nan", device=backend.device)
+    call = _call(subject, built, spec, backend)
+    if call.error is not None:
+        if expect.kind in ("reject", "either") and _clean_rejection(call.error):
+            return EXAMPLE_REJECTED
+        kind = "unclean-rejection" if expect.kind == "reject" else "exception"
+        where = "outside" if expect.kind == "reject" else "inside"
+        return Finding("crash", kind,
+                       f"{type(call.error).__name__} on an input {where} the contract: {call.error}",
+                       {"traceback": _exception_text(call.error), "expected": expect.kind,
+                        "reasons": list(expect.reasons)})
+    if expect.kind == "reject":
+        return Finding("wrong", "accepted-out-of-contract",
+                       "returned a result for an input outside the contract (" + "; ".join(expect.reasons) + ")",
+                       {"reasons": list(expect.reasons)})
+    findings = _memory_findings(built, call)
+    wrong = _compare_outputs(subject, built, spec, call.outputs)
+    if wrong is not None:
+        findings.append(wrong)
+    # The same example in the other sentinel: any change is a read outside the inputs.
+    if contract.deterministic or determinism:
+        other = build_inputs(contract, spec, sentinel="big", device=backend.device)
+        call2 = _call(subject, other, spec, backend)
+        if call2.error is not None:
+            findings.append(Finding("crash", "exception", f"second call raised {call2.error!r}",
+                                    {"traceback": _exception_text(call2.error)}))
+        elif not _same_bits(call.outputs, call2.outputs):
+            findings.append(Finding(
+                "unsafe", "poisoned-read",
+                "output changed when only the memory around the inputs (gaps, padding, guard band) "
+                "changed: the kernel reads outside its inputs' elements"))
+    if determinism and not findings:
+        again = build_inputs(contract, spec, sentinel="nan", device=backend.device)
+        call3 = _call(subject, again, spec, backend)
+        if call3.error is None and not _same_bits(call.outputs, call3.outputs):
+            findings.append(Finding("wrong", "nondeterministic",
+                                    "two calls on identical inputs gave different bits"))
+    found = worst(findings)
+    return found if found is not None else EXAMPLE_HONOURED

@@ -1,0 +1,160 @@
+"""Guarded, poisoned output allocations.
+
+While a launcher runs, ``torch.empty``-style allocations are served from a
+larger buffer: the tensor sits between two guard bands, and everything starts
+as a poison pattern (a NaN with a payload no arithmetic produces).  Afterwards,
+changed guard bytes are an out-of-bounds write, and poison left in a returned
+output is an element the kernel never wrote.  ``torch.zeros``-style
+allocations keep their zeros but get the same guard bands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+__all__ = ["GuardedAllocation", "guarded_allocations", "poison_bytes", "flat_bytes", "unwritten_elements",
+           "GUARD_BYTES"]
+
+GUARD_BYTES = 1024
+
+# Signalling-NaN payloads: a stored result is never bit-identical to these.
+_POISON = {
+    torch.float16: 0x7D5A,
+    torch.bfloat16: 0x7FA5,
+    torch.float32: 0x7FA5A5A5,
+    torch.float64: 0x7FF5A5A5A5A5A5A5,
+}
+_UINT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def poison_bytes(dtype: torch.dtype) -> bytes:
+    """One element of poison for ``dtype``."""
+    size = dtype.itemsize
+    if dtype in _POISON:
+        return _POISON[dtype].to_bytes(size, "little")
+    return bytes([0xA5]) * size
+
+
+@dataclass
+class GuardedAllocation:
+    buffer: torch.Tensor  # uint8 storage: guard | tensor span | guard
+    tensor: torch.Tensor
+    span_bytes: int
+    initial: bytes  # the guard bands' expected bytes (poison)
+
+    def guard_damage(self) -> list[tuple[str, int]]:
+        """(side, first changed byte index relative to the tensor) for each damaged guard band."""
+        raw = self.buffer.cpu().numpy().tobytes()
+        damage = []
+        before, after = raw[:GUARD_BYTES], raw[GUARD_BYTES + self.span_bytes:]
+        if before != self.initial[:GUARD_BYTES]:
+            first = next(i for i, (a, b) in enumerate(zip(before, self.initial)) if a != b)
+            damage.append(("before", first - GUARD_BYTES))
+        if after != self.initial[:len(after)]:
+            first = next(i for i, (a, b) in enumerate(zip(after, self.initial)) if a != b)
+            damage.append(("after", self.span_bytes + first))
+        return damage
+
+    def owns(self, t: torch.Tensor) -> bool:
+        return t.untyped_storage().data_ptr() == self.buffer.untyped_storage().data_ptr()
+
+
+def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, log: list[GuardedAllocation],
+              real_empty: Callable[..., torch.Tensor]) -> torch.Tensor:
+    elem = meta.element_size()
+    if meta.numel() == 0:
+        span = 0
+    else:
+        span = (sum((s - 1) * st for s, st in zip(meta.shape, meta.stride())) + 1) * elem
+    poison = poison_bytes(meta.dtype)
+    total = GUARD_BYTES + span + GUARD_BYTES
+    pattern = (poison * (total // elem + 1))[:total]
+    buffer = real_empty(total, dtype=torch.uint8, device=device)
+    buffer.copy_(torch.frombuffer(bytearray(pattern), dtype=torch.uint8))
+    if span:
+        tensor = buffer.view(meta.dtype).as_strided(meta.shape, meta.stride(), GUARD_BYTES // elem)
+    else:
+        tensor = buffer.view(meta.dtype)[:0].reshape(meta.shape)
+    if fill_zero and span:
+        tensor.zero_()
+    log.append(GuardedAllocation(buffer=buffer, tensor=tensor, span_bytes=span, initial=pattern))
+    return tensor
+
+
+_FACTORIES = {  # name -> fills with zeros
+    "empty": False, "empty_like": False, "empty_strided": False,
+    "zeros": True, "zeros_like": True,
+}
+_METHODS = {"new_empty": False, "new_zeros": True}
+
+
+@contextlib.contextmanager
+def guarded_allocations(device_override: str | None = None) -> Iterator[list[GuardedAllocation]]:
+    """Serve torch's empty/zeros factories from guarded, poisoned buffers while active.
+
+    ``device_override`` remaps the device a launcher asks for (a launcher that
+    hard-codes ``device="cuda"`` still runs under the interpreter on the CPU).
+    """
+    log: list[GuardedAllocation] = []
+    busy: list[str] = []
+    real_empty = torch.empty
+    saved = {name: getattr(torch, name) for name in _FACTORIES}
+    saved_methods = {name: getattr(torch.Tensor, name) for name in _METHODS}
+
+    def make(name: str, original: Callable[..., torch.Tensor], zero: bool):
+        def factory(*args: Any, **kwargs: Any) -> torch.Tensor:
+            if busy or kwargs.get("requires_grad") or kwargs.get("pin_memory"):
+                return original(*args, **kwargs)
+            like = args[0] if name.endswith("_like") or name.startswith("new_") else None
+            device = kwargs.pop("device", None)
+            if device is None:
+                device = like.device if isinstance(like, torch.Tensor) else "cpu"
+            if device_override is not None:
+                device = device_override
+            busy.append(name)  # torch may call these factories itself while we allocate
+            try:
+                meta = original(*args, device="meta", **kwargs)
+                return _allocate(meta, device, zero, log, real_empty)
+            finally:
+                busy.pop()
+
+        factory.__name__ = name
+        return factory
+
+    try:
+        for name, zero in _FACTORIES.items():
+            setattr(torch, name, make(name, saved[name], zero))
+        for name, zero in _METHODS.items():
+            setattr(torch.Tensor, name, make(name, saved_methods[name], zero))
+        yield log
+    finally:
+        for name, fn in saved.items():
+            setattr(torch, name, fn)
+        for name, fn in saved_methods.items():
+            setattr(torch.Tensor, name, fn)
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D, stride-1 CPU copy of ``t``'s elements (size-1 dims may carry any stride)."""
+    return t.detach().cpu().reshape(-1).clone(memory_format=torch.contiguous_format)
+
+
+def flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as a uint8 tensor, in row-major order."""
+    return _flat(t).view(torch.uint8)
+
+
+def unwritten_elements(t: torch.Tensor) -> torch.Tensor:
+    """Boolean tensor: True where ``t`` still holds its poison bytes."""
+    if t.numel() == 0:
+        return torch.zeros(t.shape, dtype=torch.bool)
+    flat = _flat(t)
+    size = flat.element_size()
+    if size == 1:
+        return (flat.view(torch.uint8) == 0xA5).reshape(t.shape)
+    pattern = int.from_bytes(poison_bytes(t.dtype), "little", signed=True)
+    return (flat.view(_UINT[size]) == pattern).reshape(t.shape)

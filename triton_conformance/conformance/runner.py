@@ -1,0 +1,129 @@
+"""Run one contract cell: search it with Hypothesis, shrink the first failure.
+
+Every example of a cell raises the same :class:`Violation` from the same
+place when it fails, so Hypothesis treats all failures as one bug and shrinks
+to the smallest spec that fails in any way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import HypothesisException
+
+from triton_conformance.conformance.cells import skip_reason
+from triton_conformance.conformance.checks import EXAMPLE_REJECTED, Backend, run_example
+from triton_conformance.conformance.outcomes import CellResult, Finding
+from triton_conformance.conformance.replay import reproducer
+from triton_conformance.conformance.subject import Subject
+from triton_conformance.errors import InvalidArgument
+from triton_conformance.strategies._internal.specs import Spec, specs
+
+__all__ = ["PROFILES", "Violation", "run_cell", "profile_settings"]
+
+# max_examples per cell.  ci is derandomized so a run is repeatable.
+PROFILES = {
+    "dev": {"max_examples": 8, "derandomize": False, "max_elements": 1 << 13, "max_outer": 32},
+    "ci": {"max_examples": 12, "derandomize": True, "max_elements": 1 << 13, "max_outer": 32},
+    "nightly": {"max_examples": 150, "derandomize": False, "max_elements": 1 << 18, "max_outer": 512,
+                "database": ".conformance/examples"},
+}
+
+
+class Violation(Exception):
+    """One example broke the contract."""
+
+    def __init__(self, finding: Finding, spec: Spec):
+        super().__init__(f"{finding.outcome}/{finding.kind}: {finding.message}")
+        self.finding = finding
+        self.spec = spec
+
+
+def profile_settings(profile: str, *, max_examples: int | None = None) -> settings:
+    if profile not in PROFILES:
+        raise InvalidArgument(f"profile={profile!r}, expected one of {tuple(PROFILES)}")
+    p = PROFILES[profile]
+    database = DirectoryBasedExampleDatabase(p["database"]) if p.get("database") else None
+    return settings(
+        max_examples=max_examples or p["max_examples"],
+        derandomize=p["derandomize"],
+        database=database,
+        deadline=None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )
+
+
+def run_cell(
+    subject: Subject,
+    cell: str,
+    *,
+    backend: Backend | None = None,
+    profile: str = "ci",
+    seed: int | None = None,
+    max_examples: int | None = None,
+    on_example: Callable[[Spec], None] | None = None,
+) -> CellResult:
+    """Search ``cell`` of ``subject`` and return its verdict.
+
+    - ``backend``: where kernels run (default: the interpreter).
+    - ``profile``: ``dev``, ``ci`` or ``nightly`` (examples per cell, randomness, database).
+    - ``seed``: a Hypothesis seed, for profiles that are not derandomized.
+    - ``on_example``: called with each spec before it runs (a flight recorder).
+    """
+    backend = backend or Backend()
+    if profile not in PROFILES:
+        raise InvalidArgument(f"run_cell: profile={profile!r}, expected one of {tuple(PROFILES)}")
+    contract = subject.contract
+    base = dict(subject=subject.name, family=subject.family, cell=cell, expected_failure=subject.xfail)
+    start = time.perf_counter()
+    reason = skip_reason(contract, cell, untestable_dtypes=backend.untestable)
+    if reason is not None:
+        return CellResult(outcome="skipped", message=reason, **base)
+    testable = tuple(d for d in ("float16", "bfloat16", "float32", "float64") if d not in backend.untestable)
+    p = PROFILES[profile]
+    strategy = specs(contract, cell=cell, dtypes=testable, max_elements=p["max_elements"], max_outer=p["max_outer"])
+    counts: Counter[str] = Counter()
+
+    def probe(spec: Spec) -> None:
+        if on_example is not None:
+            on_example(spec)
+        verdict = run_example(subject, spec, backend, determinism=(cell == "determinism"))
+        if isinstance(verdict, Finding):
+            counts["failed"] += 1
+            raise Violation(verdict, spec)
+        counts[verdict] += 1
+
+    probe._hypothesis_internal_add_digest = f"{subject.name}::{cell}".encode()  # distinct database keys
+    test = profile_settings(profile, max_examples=max_examples)(given(strategy)(probe))
+    if seed is not None and not PROFILES[profile]["derandomize"]:
+        test = hypothesis_seed(seed)(test)
+    try:
+        test()
+    except Violation as v:
+        f = v.finding
+        return CellResult(
+            outcome=f.outcome, finding=f.kind, message=f.message, details=dict(f.details),
+            counterexample=v.spec.to_dict(), reproducer=reproducer(subject, cell, v.spec, f, backend),
+            examples=sum(counts.values()), rejected_examples=counts[EXAMPLE_REJECTED],
+            duration_s=time.perf_counter() - start, **base,
+        )
+    except HypothesisException as exc:
+        return CellResult(outcome="crash", finding="search-error", message=f"hypothesis could not search "
+                          f"this cell: {exc}", duration_s=time.perf_counter() - start, **base)
+    examples = sum(counts.values())
+    all_rejected = counts[EXAMPLE_REJECTED] == examples and examples > 0
+    return CellResult(
+        outcome="rejected" if all_rejected else "honoured",
+        message=f"{examples} examples" + (", all rejected cleanly" if all_rejected else ""),
+        examples=examples, rejected_examples=counts[EXAMPLE_REJECTED],
+        duration_s=time.perf_counter() - start, **base,
+    )

@@ -1,0 +1,78 @@
+"""Compare a kernel's output with the float64 oracle under a :class:`Bound`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from triton_conformance.oracles.tolerance import Bound
+
+__all__ = ["Mismatch", "compare"]
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Why an output differs from the oracle; ``kind`` is the finding name."""
+
+    kind: str  # "mismatch", "nan-mismatch", "bad-shape", "bad-dtype"
+    message: str
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    first_index: tuple[int, ...] | None = None
+    mismatched: int = 0
+    total: int = 0
+    tolerance: str = ""
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message, "max_abs_err": self.max_abs_err,
+                "max_rel_err": self.max_rel_err, "first_index": self.first_index,
+                "mismatched": self.mismatched, "total": self.total, "tolerance": self.tolerance}
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    flat = int(torch.nonzero(mask.reshape(-1))[0, 0])
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), mask.shape)) if mask.dim() else ()
+
+
+def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
+            lowp: torch.Tensor | None = None, name: str = "out") -> Mismatch | None:
+    """None if ``actual`` matches ``expected`` (float64) within ``bound``; else a Mismatch.
+
+    NaN positions, and ±inf positions with their signs, must match exactly.
+    """
+    if tuple(actual.shape) != tuple(expected.shape):
+        return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}")
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    total = a.numel()
+    nan_diff = torch.isnan(a) != torch.isnan(e)
+    inf_diff = (torch.isinf(a) | torch.isinf(e)) & ~(torch.isnan(a) | torch.isnan(e)) & (a != e)
+    special = nan_diff | inf_diff
+    if special.any():
+        idx = _first(special)
+        return Mismatch("nan-mismatch",
+                        f"{name}: NaN/inf positions differ at {int(special.sum())} of {total} elements; "
+                        f"first at {idx}: got {a[idx].item()!r}, oracle {e[idx].item()!r}",
+                        first_index=idx, mismatched=int(special.sum()), total=total, tolerance=bound.describe())
+    finite = torch.isfinite(e) & torch.isfinite(a)
+    err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
+    if bound.reference_k is not None and lowp is not None:
+        lp = lowp.detach().to("cpu", torch.float64)
+        ref_err = torch.where(torch.isfinite(lp), (lp - e).abs(), torch.zeros_like(e))
+        limit = bound.reference_k * ref_err + bound.floor
+    else:
+        limit = bound.atol + bound.rtol * e.abs()
+    bad = err > limit
+    if not bad.any():
+        return None
+    rel = err / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    idx = _first(bad)
+    return Mismatch(
+        "mismatch",
+        f"{name}: {int(bad.sum())} of {total} elements outside tolerance; first at {idx}: "
+        f"got {a[idx].item()!r}, oracle {e[idx].item()!r}; max abs err {err.max().item():.3g}, "
+        f"max rel err {rel[finite].max().item():.3g}; tolerance {bound.describe()}",
+        max_abs_err=err.max().item(), max_rel_err=rel[finite].max().item(), first_index=idx,
+        mismatched=int(bad.sum()), total=total, tolerance=bound.describe(),
+    )

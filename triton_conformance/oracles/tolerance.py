@@ -1,0 +1,70 @@
+"""The tolerance policy: how far a kernel may stray from the float64 oracle.
+
+An element passes when ``|y - ref| <= atol + rtol * |ref|`` with
+
+- ``rtol = C * (u_out + u_acc * sqrt(K))``
+- ``atol = C * u_acc * sqrt(K) * scale + tiny_out``
+
+where ``u_out`` is the unit roundoff of the output dtype (the final rounding),
+``u_acc`` that of the accumulation dtype the subject declares (fp32 unless it
+says otherwise), ``K`` the size of the reduced dim (1 when none is named),
+``scale`` the largest finite ``|ref|`` (so cancellation in a sum is not blamed
+on the kernel), ``tiny_out`` the smallest normal number of the output dtype
+(flush-to-zero is allowed), and ``C = 8``.
+
+The inputs handed to the oracle are the kernel's own inputs, already rounded
+to their dtype, so input rounding is not part of the budget.
+
+A subject may override ``rtol``/``atol``, or choose the FlashAttention rule:
+``|y - ref| <= k * |ref_lowp - ref| + floor`` elementwise, where ``ref_lowp``
+is the oracle evaluated in the input dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["UNIT_ROUNDOFF", "SAFETY_FACTOR", "Bound", "default_bound"]
+
+UNIT_ROUNDOFF = {
+    "float16": 2.0**-11,
+    "bfloat16": 2.0**-8,
+    "float32": 2.0**-24,
+    "float64": 2.0**-53,
+}
+SMALLEST_NORMAL = {
+    "float16": 2.0**-14,
+    "bfloat16": 2.0**-126,
+    "float32": 2.0**-126,
+    "float64": 2.0**-1022,
+}
+SAFETY_FACTOR = 8.0
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A resolved tolerance: ``atol + rtol * |ref|``, or the reference rule when ``reference_k`` is set."""
+
+    rtol: float
+    atol: float
+    reference_k: float | None = None
+    floor: float = 0.0
+    source: str = "dtype"  # where it came from: dtype policy, subject override, hook
+
+    def describe(self) -> str:
+        if self.reference_k is not None:
+            return f"|err| <= {self.reference_k:g} * |oracle_in_input_dtype - oracle| + {self.floor:g} ({self.source})"
+        return f"|err| <= {self.atol:.3g} + {self.rtol:.3g} * |ref| ({self.source})"
+
+
+def default_bound(*, out_dtype: str, accumulate: str = "float32", reduction: int = 1, scale: float = 1.0) -> Bound:
+    """The policy above for one output."""
+    u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
+    u_acc = UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"])
+    depth = math.sqrt(max(reduction, 1))
+    if out_dtype not in UNIT_ROUNDOFF:  # integer / bool outputs: exact
+        return Bound(rtol=0.0, atol=0.0)
+    rtol = SAFETY_FACTOR * (u_out + u_acc * depth)
+    atol = SAFETY_FACTOR * u_acc * depth * scale + SMALLEST_NORMAL[out_dtype]
+    return Bound(rtol=rtol, atol=atol)

@@ -1,0 +1,36 @@
+"""Hypothesis strategies for adversarial kernel inputs.
+
+Small composable strategies: :func:`sizes` for dims biased to block
+boundaries, :func:`layouts` for strides and offsets, and :func:`specs`, which
+draws a whole example for one contract cell.  Tensors are built from a spec
+with :func:`build_inputs`.
+"""
+
+from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, Layout, layouts, strides_for
+from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES
+from triton_conformance.strategies._internal.sizes import boundary_sizes, non_power_of_two_sizes, sizes
+from triton_conformance.strategies._internal.specs import Spec, specs
+
+__all__ = [
+    "LAYOUT_CLASSES",
+    "MASK_CLASSES",
+    "VALUE_CLASSES",
+    "Layout",
+    "Spec",
+    "boundary_sizes",
+    "build_inputs",
+    "layouts",
+    "non_power_of_two_sizes",
+    "sizes",
+    "specs",
+    "strides_for",
+]
+
+
+def __getattr__(name: str):
+    # build_inputs needs torch; import it only when asked for.
+    if name == "build_inputs":
+        from triton_conformance.strategies._internal.tensors import build_inputs
+
+        return build_inputs
+    raise AttributeError(name)

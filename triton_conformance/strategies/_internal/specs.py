@@ -1,0 +1,243 @@
+"""Specs: the small, shrinkable description of one example for one subject.
+
+A spec holds dims, dtypes, a layout per input, the value class, the mask class,
+scalar values and a seed.  Tensors are built from it afterwards
+(:mod:`triton_conformance.strategies._internal.tensors`), so a failure shrinks
+to a short, readable spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from triton_conformance.conformance.contract import Contract, Dim
+from triton_conformance.strategies._internal.layouts import (
+    LAYOUT_CLASSES,
+    Layout,
+    layout_applies,
+    layouts,
+)
+from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, sizes
+from triton_conformance.strategies._internal.validation import check_one_of
+
+__all__ = ["Spec", "specs", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
+
+DEFAULT_MAX_ELEMENTS = 1 << 14
+# Dims other than the widest one are the grid in most kernels, and each program
+# costs milliseconds under the interpreter: keep them short unless asked.
+DEFAULT_MAX_OUTER = 64
+# Past the largest block a row kernel plausibly uses in one tile.
+BEYOND_BLOCK = 4097
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One example: everything needed to rebuild the exact input tensors."""
+
+    dims: dict[str, int]
+    dtypes: dict[str, str]
+    layouts: dict[str, Layout]
+    scalars: dict[str, float] = field(default_factory=dict)
+    values: str = "ordinary"
+    mask: str | None = None
+    seed: int = 0
+
+    def __repr__(self) -> str:
+        parts = [f"dims={self.dims!r}", f"dtypes={self.dtypes!r}"]
+        odd = {k: v for k, v in self.layouts.items() if v != Layout()}
+        parts.append(f"layouts={odd!r}" if odd else "layouts={}")
+        if self.scalars:
+            parts.append(f"scalars={self.scalars!r}")
+        if self.values != "ordinary":
+            parts.append(f"values={self.values!r}")
+        if self.mask is not None:
+            parts.append(f"mask={self.mask!r}")
+        parts.append(f"seed={self.seed!r}")
+        return f"Spec({', '.join(parts)})"
+
+    def layout(self, name: str) -> Layout:
+        return self.layouts.get(name, Layout())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dims": dict(self.dims), "dtypes": dict(self.dtypes),
+                "layouts": {k: v.to_dict() for k, v in self.layouts.items()},
+                "scalars": dict(self.scalars), "values": self.values, "mask": self.mask,
+                "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Spec":
+        return cls(dims=dict(d["dims"]), dtypes=dict(d["dtypes"]),
+                   layouts={k: Layout.from_dict(v) for k, v in d.get("layouts", {}).items()},
+                   scalars=dict(d.get("scalars", {})), values=d.get("values", "ordinary"),
+                   mask=d.get("mask"), seed=d.get("seed", 0))
+
+    def elements(self) -> int:
+        """Product of all dims: the size of the example, for reports."""
+        n = 1
+        for v in self.dims.values():
+            n *= v
+        return n
+
+
+def _dim_order(contract: Contract) -> list[str]:
+    # The reduced dim first, so it gets the widest range before the budget bites.
+    order = list(contract.dims)
+    if contract.reduces:
+        order.remove(contract.reduces)
+        order.insert(0, contract.reduces)
+    return order
+
+
+def _largest_dim(contract: Contract) -> str:
+    if contract.reduces:
+        return contract.reduces
+    return max(contract.dims, key=lambda s: (contract.dims[s].max, -list(contract.dims).index(s)))
+
+
+@st.composite
+def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: int,
+          forced: dict[str, int]) -> dict[str, int]:
+    """Draw every dim symbol, keeping each input's element count within ``budget``."""
+    out: dict[str, int] = dict(forced)
+    widest = _largest_dim(contract)
+    for sym in _dim_order(contract):
+        if sym in out:
+            continue
+        d = contract.dims[sym]
+        if sym != widest:
+            d = Dim(d.min, max(d.min, min(d.max, max_outer)))
+        # The budget for this dim: what remains in the tightest input that holds it.
+        room = budget
+        for spec in contract.inputs.values():
+            if sym in spec.shape:
+                used = 1
+                for other in spec.shape:
+                    if other in out:
+                        used *= max(out[other], 1)
+                room = min(room, budget // used)
+        cap = max(d.min, min(d.max, room))
+        if shape_class == "tiny":
+            out[sym] = draw(st.integers(d.min, max(d.min, min(d.max, 3))))
+        elif shape_class == "non-pow2":
+            out[sym] = draw(non_power_of_two_sizes(min_value=d.min, max_value=cap))
+        else:
+            out[sym] = draw(sizes(min_value=d.min, max_value=cap))
+    return out
+
+
+def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None):
+    """Strategy for the dims a cell pins before the rest are drawn."""
+    dims = contract.dims
+    if shape_class == "beyond-block":
+        sym = _largest_dim(contract)
+        hi = dims[sym].max
+        lo = max(dims[sym].min, min(BEYOND_BLOCK, hi // 2 + 1))
+        return st.integers(lo, hi).map(lambda n: {sym: n})
+    if shape_class == "empty":
+        admits_zero = [s for s, d in dims.items() if d.min == 0]
+        return st.sampled_from(admits_zero or list(dims)).map(lambda s: {s: 0})
+    if shape_class == "beyond-range":
+        def outside(s: str):
+            d = dims[s]
+            above = st.integers(d.max + 1, d.max + max(1, min(d.max, 1024)))
+            return above if d.min <= 1 else st.one_of(above, st.integers(max(0, d.min - 4), d.min - 1))
+        return st.sampled_from(list(dims)).flatmap(lambda s: outside(s).map(lambda n: {s: n}))
+    if layout_class == "size1":
+        ones = [s for s, d in dims.items() if d.min <= 1 <= d.max]
+        return st.sampled_from(ones).map(lambda s: {s: 1}) if ones else st.just({})
+    return st.just({})
+
+
+def _pick_dtype(contract: Contract, dtype: str) -> dict[str, str]:
+    """Give ``dtype`` to every tensor input that claims it, and masks their own dtype."""
+    out = {}
+    for name, spec in contract.inputs.items():
+        if spec.is_mask:
+            out[name] = spec.dtypes[0]
+        elif dtype in spec.dtypes or (dtype not in contract.float_dtypes() and spec.dtypes[0] in
+                                      ("float16", "bfloat16", "float32", "float64")):
+            out[name] = dtype
+        else:
+            out[name] = spec.dtypes[0]
+    return out
+
+
+@st.composite
+def _layouts(draw, contract: Contract, layout_class: str | None, mask_class: str | None) -> dict[str, Layout]:
+    ranks = {n: len(s.shape) for n, s in contract.inputs.items()}
+    out: dict[str, Layout] = {}
+    if layout_class in LAYOUT_CLASSES and layout_class != "contiguous":
+        eligible = [n for n in contract.inputs if layout_applies(layout_class, ranks[n])]
+        chosen = draw(st.lists(st.sampled_from(eligible), min_size=1, unique=True)) if eligible else []
+        for n in chosen:
+            out[n] = draw(layouts(layout_class, ranks[n]))
+    elif layout_class in ("mixed", "memory"):
+        for n, spec in contract.inputs.items():
+            if layout_class == "memory" and spec.layouts == "contiguous":
+                continue
+            kind = draw(st.sampled_from([k for k in LAYOUT_CLASSES if layout_applies(k, ranks[n])]))
+            out[n] = draw(layouts(kind, ranks[n]))
+    mask = contract.mask_name
+    if mask_class == "broadcast" and mask is not None and ranks[mask] >= 2:
+        out[mask] = Layout("broadcast", broadcast=(ranks[mask] - 2,))  # one mask row for all rows
+    return {k: v for k, v in out.items() if v != Layout()}
+
+
+def specs(
+    contract: Contract,
+    *,
+    cell: str = "layout:contiguous",
+    dtypes: tuple[str, ...] | None = None,
+    max_elements: int | None = None,
+    max_outer: int = DEFAULT_MAX_OUTER,
+) -> st.SearchStrategy[Spec]:
+    """Returns a strategy for :class:`Spec` examples of ``contract`` in one contract cell.
+
+    - ``cell``: the contract cell, such as ``"layout:transposed"``, ``"dtype:float16"``,
+      ``"shape:non-pow2"``, ``"values:nan"``, ``"mask:causal"``, ``"memory"``.
+    - ``dtypes``: float dtypes that may be drawn where the cell does not fix one
+      (default: all the contract claims).
+    - ``max_elements``: cap on each input's element count (the contract's own
+      ``max_elements`` caps it too; default 16384), except for dims a cell pins.
+    - ``max_outer``: cap on every dim but the widest (the reduced one if named),
+      since those usually set the grid.
+
+    Only the cell's own dimension leaves its default: a layout cell draws
+    contiguous dtypes-and-values, a dtype cell contiguous layouts, and so on.
+    Shrinks towards small dims, the first dtype, mild layouts and seed 0.
+    """
+    dimension, _, value = cell.partition(":")
+    check_one_of("specs", "cell", dimension, ("layout", "dtype", "shape", "values", "mask", "memory", "determinism"))
+    caps = [c for c in (max_elements, contract.max_elements) if c]
+    budget = min(caps) if caps else DEFAULT_MAX_ELEMENTS
+    claimed = contract.float_dtypes() or tuple(contract.inputs[contract.tensor_names[0]].dtypes)
+    pool = tuple(d for d in claimed if dtypes is None or d in dtypes) or claimed
+    shape_class = value if dimension == "shape" else "any"
+    layout_class = value if dimension == "layout" else ("memory" if dimension == "memory" else None)
+    mask_class = value if dimension == "mask" else ("random" if contract.mask_name else None)
+
+    dtype = st.just(value) if dimension == "dtype" else st.sampled_from(pool)
+    scalars = st.fixed_dictionaries({
+        name: (st.integers(int(s.low), int(s.high)) if s.kind == "int"
+               else st.floats(s.low, s.high, allow_nan=False, allow_infinity=False))
+        for name, s in contract.scalars.items()
+    })
+
+    @st.composite
+    def draw_spec(draw) -> Spec:
+        forced = draw(_forced_dims(contract, shape_class, layout_class))
+        dims = draw(_dims(contract, shape_class, budget, max_outer, forced))
+        return Spec(
+            dims=dims,
+            dtypes=_pick_dtype(contract, draw(dtype)),
+            layouts=draw(_layouts(contract, layout_class, mask_class)),
+            scalars=draw(scalars),
+            values=value if dimension == "values" else "ordinary",
+            mask=mask_class,
+            seed=draw(st.integers(0, 2**31 - 1)),
+        )
+
+    return draw_spec()

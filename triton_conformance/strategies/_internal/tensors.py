@@ -1,0 +1,94 @@
+"""Build the exact input tensors a spec describes, embedded in sentinel storage.
+
+Every input is a strided view into a larger buffer.  Everything in the buffer
+that is not one of the view's elements (gaps, padding, the storage offset, a
+guard band after the end) holds a sentinel, so a read through a wrong stride or
+past the end changes the answer.  Building the same spec with the other
+sentinel tells such reads apart from honest ones.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from triton_conformance.conformance.contract import Contract
+from triton_conformance.strategies._internal.layouts import GUARD_ELEMENTS, strides_for
+from triton_conformance.strategies._internal.masks import fill_mask
+from triton_conformance.strategies._internal.specs import Spec
+from triton_conformance.strategies._internal.values import fill_values
+
+__all__ = ["BuiltInputs", "build_inputs", "torch_dtype", "SENTINELS"]
+
+# Two sentinels: NaN is loud; a large finite number survives max() and where().
+SENTINELS = ("nan", "big")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"torch_dtype: name={name!r}, expected a torch dtype name")
+    return dtype
+
+
+def _sentinel_value(dtype: torch.dtype, which: str) -> float | bool:
+    if dtype == torch.bool:
+        return which == "big"
+    if dtype.is_floating_point:
+        return math.nan if which == "nan" else float(torch.finfo(dtype).max) / 8
+    return -77 if which == "nan" else 99
+
+
+@dataclass
+class BuiltInputs:
+    """The views handed to the launcher, and the buffers they live in."""
+
+    views: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    snapshots: dict[str, bytes]
+
+    def mutated(self) -> list[str]:
+        """Inputs whose storage (elements, gaps or guard band) changed since building."""
+        return [n for n, b in self.buffers.items() if _bytes_of(b) != self.snapshots[n]]
+
+    def as_float64(self) -> dict[str, torch.Tensor]:
+        return {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in self.views.items()}
+
+
+def _bytes_of(t: torch.Tensor) -> bytes:
+    return t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+
+
+def input_shape(contract: Contract, name: str, spec: Spec) -> tuple[int, ...]:
+    return tuple(spec.dims[s] for s in contract.inputs[name].shape)
+
+
+def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", device: str = "cpu") -> BuiltInputs:
+    """Materialise every input of ``spec`` as a view into sentinel-filled storage."""
+    views, buffers, snapshots = {}, {}, {}
+    for index, (name, decl) in enumerate(contract.inputs.items()):
+        shape = input_shape(contract, name, spec)
+        dtype = torch_dtype(spec.dtypes[name])
+        layout = spec.layout(name)
+        strides, offset, span = strides_for(shape, layout)
+        buffer = torch.full((span + GUARD_ELEMENTS,), _sentinel_value(dtype, sentinel), dtype=dtype, device=device)
+        # Contents are drawn for the physical shape: a broadcast dim holds one value.
+        physical = tuple(1 if d in layout.broadcast else s for d, s in enumerate(shape))
+        seed = spec.seed * 7919 + index
+        if decl.is_mask:
+            keep = fill_mask(physical, spec.mask or "all", seed)
+            if decl.kind == "bool":
+                values = keep.to(dtype)
+            else:
+                values = torch.where(keep, 0.0, -math.inf).to(dtype)
+        else:
+            values = fill_values(physical, dtype, spec.values, seed).to(dtype)
+        if buffer.numel() and all(shape):
+            phys_strides = tuple(0 if d in layout.broadcast else s for d, s in enumerate(strides))
+            buffer.as_strided(physical, phys_strides, offset).copy_(values.to(device))
+        view = buffer.as_strided(shape, strides, offset)
+        views[name], buffers[name] = view, buffer
+        snapshots[name] = _bytes_of(buffer)
+    return BuiltInputs(views=views, buffers=buffers, snapshots=snapshots)

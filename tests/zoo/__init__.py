@@ -1,0 +1,34 @@
+"""A bug zoo: realistic buggy variants of the kernels under test.
+
+Each ``zoo_<family>.py`` module declares buggy subjects that claim exactly the
+contract of the correct kernel they mutate (the bug is that they break that
+claim), each marked ``xfail`` with the bug in words, and a list ``BUGS`` of
+``(subject name, contract cell, expected outcome, expected finding)`` saying
+which cell should catch the bug and how, e.g.::
+
+    ("zoo_add_missing_store_mask", "memory", "unsafe", "oob-write")
+
+The cells are the suite's best guess; a bug may also surface in other cells.
+Nothing in ``kernels_under_test`` imports this package.  Importing a zoo
+module registers its subjects, so :func:`all_bugs` imports them on demand.
+"""
+
+import importlib
+
+MODULES = (
+    "zoo_vector_add",
+    "zoo_softmax",
+    "zoo_gemv",
+    "zoo_attention",
+    "zoo_flash_attention",
+    "zoo_layer_norm",
+    "zoo_matmul",
+)
+
+
+def all_bugs():
+    """Import every zoo module and return the concatenation of their ``BUGS``."""
+    bugs = []
+    for name in MODULES:
+        bugs += importlib.import_module(f"{__name__}.{name}").BUGS
+    return bugs

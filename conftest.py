@@ -1,0 +1,19 @@
+"""Registers this repo's own subjects, the kernels in kernels_under_test/.
+
+They are named here and imported by the plugin only when ``--conformance`` is
+given, after it has switched the Triton interpreter on.
+"""
+
+KERNEL_MODULES = [
+    "kernels_under_test.vector_add",
+    "kernels_under_test.softmax",
+    "kernels_under_test.gemv",
+    "kernels_under_test.attention",
+    "kernels_under_test.flash_attention",
+    "kernels_under_test.layer_norm",
+    "kernels_under_test.matmul",
+]
+
+
+def pytest_conformance_modules(config):
+    return KERNEL_MODULES

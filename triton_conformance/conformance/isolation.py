@@ -1,0 +1,159 @@
+"""Run cells in a child process, so one kernel's crash cannot take the run down.
+
+Under the interpreter an out-of-bounds store is a real write into the host
+heap; on CUDA an illegal access poisons the context for the whole process.
+Each cell therefore runs in a long-lived worker process.  The worker reports
+every example's spec before running it (a flight recorder), so when it dies or
+hangs, the cell is recorded as ``crash`` or ``timeout`` with the spec that did
+it, and a fresh worker takes over for the next cell.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+__all__ = ["WorkerPool", "send", "receive"]
+
+_HEADER = struct.Struct("!I")
+
+
+def send(fd: int, message: Any) -> None:
+    data = pickle.dumps(message)
+    os.write(fd, _HEADER.pack(len(data)))
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise TimeoutError
+        chunk = os.read(fd, n - got)
+        if not chunk:
+            return None  # the other side is gone
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def receive(fd: int, deadline: float | None = None) -> Any:
+    """The next message, None at end of stream; TimeoutError past ``deadline``."""
+    header = _read_exactly(fd, _HEADER.size, deadline)
+    if header is None:
+        return None
+    body = _read_exactly(fd, _HEADER.unpack(header)[0], deadline)
+    return None if body is None else pickle.loads(body)
+
+
+class _Worker:
+    def __init__(self, device: str, modules: list[str], env: dict[str, str]):
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "triton_conformance.conformance._worker", str(to_child_r), str(from_child_w)],
+            pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, stdout=self._stderr,
+            stderr=self._stderr, env=env,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules})
+
+    def stderr_tail(self, limit: int = 3000) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")[-limit:]
+
+    def request(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:
+        """Run one request: ("result", value, last_spec), or ("died" / "timeout" / "error", detail, last_spec)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last_spec = None
+        try:
+            send(self._to_child, message)
+        except (BrokenPipeError, OSError):
+            return "died", self._death(), None
+        while True:
+            try:
+                reply = receive(self._from_child, deadline)
+            except TimeoutError:
+                self.kill()
+                return "timeout", f"no result within {timeout:g} s", last_spec
+            if reply is None:
+                return "died", self._death(), last_spec
+            if reply.get("type") == "example":
+                last_spec = reply["spec"]
+            elif reply.get("type") == "error":
+                return "error", reply["error"], last_spec
+            else:
+                return "result", reply["value"], last_spec
+
+    def _death(self) -> str:
+        code = self.proc.wait()
+        why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        return f"worker process died ({why}); its last output:\n{self.stderr_tail()}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> None:
+        for fd in (self._to_child, self._from_child):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.kill()
+        self._stderr.close()
+
+
+class WorkerPool:
+    """One worker at a time, replaced after it dies, hangs or ran an unsafe kernel."""
+
+    def __init__(self, device: str, *, env: dict[str, str] | None = None):
+        self.device = device
+        self.env = dict(os.environ if env is None else env)
+        self.modules: list[str] = []
+        self._worker: _Worker | None = None
+        self.restarts = 0
+
+    def _get(self) -> _Worker:
+        if self._worker is None or self._worker.proc.poll() is not None:
+            if self._worker is not None:
+                self._worker.close()
+                self.restarts += 1
+            self._worker = _Worker(self.device, list(self.modules), self.env)
+        return self._worker
+
+    def call(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:
+        worker = self._get()
+        status, value, last_spec = worker.request(message, timeout)
+        if status in ("died", "timeout"):
+            worker.close()
+            self._worker = None
+        return status, value, last_spec
+
+    def retire(self) -> None:
+        """Replace the worker before the next call (its heap may be corrupt)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def close(self) -> None:
+        self.retire()

@@ -1,0 +1,66 @@
+"""pytest items: one per (subject, contract cell)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+import pytest
+
+from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.conformance.subject import Subject
+
+__all__ = ["ConformanceItem", "CellFailure", "PROPERTY", "format_result"]
+
+PROPERTY = "conformance_result"
+
+
+class CellFailure(Exception):
+    def __init__(self, result: CellResult):
+        super().__init__(f"{result.subject}[{result.cell}]: {result.outcome}")
+        self.result = result
+
+
+def format_result(result: CellResult) -> str:
+    lines = [f"{result.subject}[{result.cell}]: {result.outcome.upper()} ({result.finding})", result.message]
+    if result.counterexample:
+        lines += ["", "shrunk counterexample:", json.dumps(result.counterexample, indent=None)]
+    if result.reproducer:
+        lines += ["", "reproducer:", result.reproducer]
+    tb = result.details.get("traceback") if result.details else None
+    if tb:
+        lines += ["", "traceback:", tb]
+    return "\n".join(lines)
+
+
+class ConformanceItem(pytest.Item):
+    def __init__(self, *, subject: Subject, cell: str, runner: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.subject = subject
+        self.cell = cell
+        self.runner = runner
+        self.add_marker(pytest.mark.conformance)
+
+    def runtest(self) -> None:
+        seed = None
+        if self.runner.seed is not None:
+            seed = zlib.crc32(f"{self.runner.seed}:{self.nodeid}".encode())
+        result = self.runner.executor.run(self.subject, self.cell, seed=seed)
+        self.user_properties.append((PROPERTY, result.to_dict()))
+        if result.outcome == "skipped":
+            pytest.skip(result.message)
+        if not result.passed:
+            if self.subject.xfail:
+                pytest.xfail(f"known-buggy subject ({self.subject.xfail}): {result.outcome} ({result.finding})")
+            raise CellFailure(result)
+
+    def repr_failure(self, excinfo, style=None):  # noqa: ANN001
+        if isinstance(excinfo.value, CellFailure):
+            return format_result(excinfo.value.result)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        module = __import__("sys").modules.get(self.subject.launcher.__module__)
+        path = getattr(module, "__file__", None) or str(self.path)
+        return path, None, f"{self.subject.name}[{self.cell}]"

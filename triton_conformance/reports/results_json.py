@@ -1,0 +1,112 @@
+"""The results JSON: a versioned document that every other report is rendered from.
+
+Schema ``triton-conformance/results`` version 1::
+
+    {
+      "schema": "triton-conformance/results", "version": 1,
+      "created": "2026-11-30T12:00:00+00:00",
+      "environment": {"device": "interpreter", "device_name": "cpu", "triton": "3.9.0",
+                      "torch": "2.13.0", "python": "3.11.7", "hypothesis": "...",
+                      "profile": "ci", "seed": null, "platform": "...", "host": "...",
+                      "commit": "abc123", "triton_conformance": "0.1.0"},
+      "summary": {"honoured": 120, "rejected": 9, "wrong": 3, ...},
+      "results": [<CellResult>, ...]
+    }
+
+A CellResult holds subject, family, cell, outcome, finding, message, details,
+counterexample (a Spec as a dict), reproducer, examples, rejected_examples,
+duration_s, compiles and expected_failure.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from collections import Counter
+from importlib import metadata
+from typing import Iterable
+
+from triton_conformance.conformance.outcomes import OUTCOMES, CellResult
+
+__all__ = ["SCHEMA", "VERSION", "environment", "results_document", "write_results", "read_results"]
+
+SCHEMA = "triton-conformance/results"
+VERSION = 1
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def environment(*, device: str, profile: str, seed: int | None, device_name: str | None = None) -> dict:
+    from triton_conformance import __version__
+
+    return {
+        "device": device,
+        "device_name": device_name or ("cpu (Triton interpreter)" if device == "interpreter" else device),
+        "triton": _version("triton"),
+        "torch": _version("torch"),
+        "python": platform.python_version(),
+        "hypothesis": _version("hypothesis"),
+        "profile": profile,
+        "seed": seed,
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "commit": _commit(),
+        "triton_conformance": __version__,
+        "argv": sys.argv[1:],
+    }
+
+
+def results_document(results: Iterable[CellResult], env: dict) -> dict:
+    results = sorted(results, key=lambda r: (r.family, r.subject, r.cell))
+    summary = Counter(r.outcome for r in results)
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "environment": env,
+        "summary": {k: summary.get(k, 0) for k in OUTCOMES},
+        "results": [r.to_dict() for r in results],
+    }
+
+
+def write_results(path: str, document: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(document, fh, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def read_results(path: str) -> dict:
+    """Load a results file, with clear errors for missing, malformed or foreign files."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"results file {path!r} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"results file {path!r} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"results file {path!r}: schema={doc.get('schema') if isinstance(doc, dict) else None!r}, "
+                         f"expected {SCHEMA!r}")
+    if doc.get("version") != VERSION:
+        raise ValueError(f"results file {path!r}: version={doc.get('version')!r}, expected {VERSION}")
+    return doc

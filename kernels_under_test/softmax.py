@@ -57,10 +57,11 @@ def softmax_kernel(
 # %%
 # Launcher and contract
 # ---------------------
-# Value classes claimed, checked against ``torch.softmax`` in float64:
-# huge logits (the max is subtracted), ties, and infinities: a ``-inf`` logit
-# gets weight 0, while a row holding ``+inf`` (or made only of ``-inf``)
-# becomes all NaN, exactly as torch does (``inf - inf`` is NaN in both).
+# Value classes claimed, checked against ``torch.softmax`` in float64 on the
+# interpreter and on an H200: huge logits (the max is subtracted), ties, and
+# non-finite values.  A ``-inf`` logit gets weight 0, while a row holding
+# ``+inf`` or NaN (or made only of ``-inf``) becomes all NaN, exactly as torch
+# does: ``inf - inf`` is NaN, and one NaN lane makes the row sum NaN.
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DIMS = {"M": Dim(1, 1024), "N": Dim(1, 8192)}
@@ -71,7 +72,7 @@ SOFTMAX_CONTRACT = dict(
     dims=DIMS,
     oracle=lambda x: torch.softmax(x, dim=-1),
     reduces="N",
-    values=("huge", "ties", "inf"),
+    values=("huge", "ties", "inf", "nan"),
 )
 
 

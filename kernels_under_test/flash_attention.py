@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_conformance import Dim, Scalar, Tensor, subject
+from triton_conformance import Dim, Scalar, Tensor, Tolerance, subject
 
 # %%
 # Compute kernel
@@ -129,6 +129,8 @@ def flash_contract(oracle):
         scalars={"sm_scale": SM_SCALE},
         oracle=oracle,
         reduces="N",
+        # P is rounded to the input dtype before the P @ V dot: FlashAttention's rule.
+        tolerance=Tolerance(reference_k=4.0),
     )
 
 

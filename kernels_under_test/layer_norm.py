@@ -86,6 +86,13 @@ def layer_norm_kernel(
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DIMS = {"M": Dim(1, 4096), "N": Dim(1, 8192)}
+
+
+def layer_norm_error_scale(x, weight, bias, eps):
+    """What fp32 rounding errors scale with: x - mean loses about one ulp of max|x|,
+    which 1/sqrt(var + eps) then amplifies (a nearly constant row is ill-conditioned)."""
+    rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+    return x.abs().amax(-1, keepdim=True) * rstd * weight.abs() + bias.abs()
 EPS = Scalar(1e-6, 1e-3)
 
 LAYER_NORM_CONTRACT = dict(
@@ -99,6 +106,7 @@ LAYER_NORM_CONTRACT = dict(
     scalars={"eps": EPS},
     oracle=lambda x, weight, bias, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps),
     reduces="N",
+    error_scale=lambda x, weight, bias, eps: layer_norm_error_scale(x, weight, bias, eps),
 )
 
 

@@ -72,6 +72,8 @@ MATMUL_CONTRACT = dict(
     dims=DIMS,
     oracle=lambda a, b: a @ b,
     reduces="K",
+    # Rounding errors of a dot product scale with |a| @ |b|, not with the result.
+    error_scale=lambda a, b: a.abs() @ b.abs(),
 )
 
 

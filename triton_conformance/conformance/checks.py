@@ -110,18 +110,20 @@ def _mask_policy(subject: Subject, built: BuiltInputs, ref: torch.Tensor) -> tor
     return ref
 
 
-def _bound(subject: Subject, spec: Spec, out: torch.Tensor, ref: torch.Tensor) -> Bound:
+def _bound(subject: Subject, spec: Spec, out: torch.Tensor, ref: torch.Tensor, scale) -> Bound:
     contract = subject.contract
     out_dtype = str(out.dtype).replace("torch.", "")
     reduction = spec.dims.get(contract.reduces, 1) if contract.reduces else 1
-    finite = ref[torch.isfinite(ref)]
-    scale = float(finite.abs().max()) if finite.numel() else 1.0
+    if scale is None:
+        finite = ref[torch.isfinite(ref)]
+        scale = float(finite.abs().max()) if finite.numel() else 1.0
     bound = default_bound(out_dtype=out_dtype, accumulate=contract.accumulate, reduction=reduction, scale=scale)
     tol = contract.tolerance
     if tol is None:
         return bound
     if tol.reference_k is not None:
-        return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor, source="subject")
+        return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,
+                     source="subject")
     return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
                  atol=bound.atol if tol.atol is None else tol.atol, source="subject")
 
@@ -143,11 +145,15 @@ def _compare_outputs(subject: Subject, built: BuiltInputs, spec: Spec, outputs: 
     if len(refs) != len(outputs):
         return Finding("wrong", "bad-output", f"launcher returned {len(outputs)} outputs, oracle {len(refs)}")
     lowps = None
+    scales = (None,) * len(refs)
+    if subject.contract.error_scale is not None:
+        scales = _as_tuple(subject.contract.error_scale(**built.as_float64(), **spec.scalars))
     for i, (out, ref) in enumerate(zip(outputs, refs)):
         if not isinstance(out, torch.Tensor):
             return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
         ref = _mask_policy(subject, built, ref.to(torch.float64))
-        bound = _bound(subject, spec, out, ref)
+        scale = scales[i].abs().to(torch.float64) if isinstance(scales[i], torch.Tensor) else scales[i]
+        bound = _bound(subject, spec, out, ref, scale)
         lowp = None
         if bound.reference_k is not None:
             lowps = lowps or _oracle(subject, built, spec, lowp=True)

@@ -165,9 +165,9 @@ class Tolerance:
     """A tolerance override.
 
     ``rtol``/``atol`` replace the dtype-derived bounds.  With ``reference_k``
-    set, the FlashAttention rule applies instead: the kernel's error may be at
-    most ``reference_k`` times the error of the oracle run in the input dtype,
-    plus ``floor``.
+    set, the FlashAttention rule applies instead: the kernel's largest error may
+    be at most ``reference_k`` times the largest error of the oracle run in the
+    input dtype, plus ``floor``.
     """
 
     rtol: float | None = None
@@ -197,6 +197,7 @@ class Contract:
     accumulate: str = "float32"
     max_elements: int | None = None
     model: Any = None  # a stochastic model (issue: stochastic subjects); None = deterministic oracle
+    error_scale: Callable[..., Any] | None = None  # elementwise magnitude rounding errors scale with
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -242,6 +243,8 @@ class Contract:
         if sum(1 for s in self.inputs.values() if s.is_mask) > 1:
             raise _fail(owner, "inputs", list(self.inputs), "at most one Mask input")
         self._check_callable("oracle", self.oracle)
+        if self.error_scale is not None:
+            self._check_callable("error_scale", self.error_scale)
 
     def _check_callable(self, name: str, fn: Callable[..., Any]) -> None:
         if not callable(fn):

@@ -96,6 +96,7 @@ def _as_contract(
     accumulate: str,
     max_elements: int | None,
     model: Any,
+    error_scale: Callable[..., Any] | None,
 ) -> Contract:
     if oracle is None and model is None:
         raise InvalidContract("subject: oracle=None, expected a torch function evaluated on float64 inputs")
@@ -111,6 +112,7 @@ def _as_contract(
         accumulate=accumulate,
         max_elements=max_elements,
         model=model,
+        error_scale=error_scale,
     )
     check_accepts("subject: launcher", launcher, list(contract.inputs) + list(contract.scalars))
     return contract
@@ -132,6 +134,7 @@ def register(
     accumulate: str = "float32",
     max_elements: int | None = None,
     model: Any = None,
+    error_scale: Callable[..., Any] | None = None,
     xfail: str | None = None,
     module: str | None = None,
 ) -> Subject:
@@ -146,6 +149,9 @@ def register(
     - ``reduces``: the dim symbol summed over, which scales the tolerance.
     - ``values``: adversarial value classes claimed (huge, inf, nan, denormal, ties).
     - ``max_elements``: a cost cap per input tensor for the drawn examples.
+    - ``error_scale``: a torch function of the inputs giving, per output element,
+      the magnitude rounding errors scale with (``|A| @ |x|`` for a GEMV);
+      default: the largest ``|oracle|``.
     - ``xfail``: reason this subject is known to be buggy (its failures are expected).
     """
     if not callable(launcher):
@@ -153,7 +159,7 @@ def register(
     contract = _as_contract(
         launcher, inputs=inputs, dims=dims, oracle=oracle, scalars=scalars,
         deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
-        accumulate=accumulate, max_elements=max_elements, model=model,
+        accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
     )
     name = name or launcher.__name__
     if not isinstance(name, str) or not name or any(c in name for c in "[]:/ "):

@@ -59,10 +59,13 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
     err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
     if bound.reference_k is not None and lowp is not None:
         lp = lowp.detach().to("cpu", torch.float64)
-        ref_err = torch.where(torch.isfinite(lp), (lp - e).abs(), torch.zeros_like(e))
-        limit = bound.reference_k * ref_err + bound.floor
+        ref_err = torch.where(torch.isfinite(lp) & torch.isfinite(e), (lp - e).abs(), torch.zeros_like(e))
+        worst_lowp = float(ref_err.max()) if ref_err.numel() else 0.0
+        extra = bound.reference_k * worst_lowp + bound.floor
     else:
-        limit = bound.atol + bound.rtol * e.abs()
+        extra = 0.0
+    atol = bound.atol if isinstance(bound.atol, (int, float)) else bound.atol.detach().to("cpu", torch.float64)
+    limit = atol + bound.rtol * e.abs() + extra
     bad = err > limit
     if not bad.any():
         return None

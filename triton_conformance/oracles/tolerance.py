@@ -8,16 +8,20 @@ An element passes when ``|y - ref| <= atol + rtol * |ref|`` with
 where ``u_out`` is the unit roundoff of the output dtype (the final rounding),
 ``u_acc`` that of the accumulation dtype the subject declares (fp32 unless it
 says otherwise), ``K`` the size of the reduced dim (1 when none is named),
-``scale`` the largest finite ``|ref|`` (so cancellation in a sum is not blamed
-on the kernel), ``tiny_out`` the smallest normal number of the output dtype
+``scale`` the magnitude rounding errors grow with: the subject's
+``error_scale`` if it declares one (``|A| @ |x|`` for a GEMV, the classic
+componentwise bound), else the largest finite ``|ref|`` (so cancellation in a
+sum is not blamed on the kernel), ``tiny_out`` the smallest normal number of the output dtype
 (flush-to-zero is allowed), and ``C = 8``.
 
 The inputs handed to the oracle are the kernel's own inputs, already rounded
 to their dtype, so input rounding is not part of the budget.
 
-A subject may override ``rtol``/``atol``, or choose the FlashAttention rule:
-``|y - ref| <= k * |ref_lowp - ref| + floor`` elementwise, where ``ref_lowp``
-is the oracle evaluated in the input dtype.
+A subject may override ``rtol``/``atol``, or add the FlashAttention rule:
+``|y - ref| <= atol + rtol * |ref| + k * max|ref_lowp - ref| + floor``, where
+``ref_lowp`` is the oracle evaluated in the input dtype: the kernel may be off
+by k times the worst error torch makes in the input dtype (kernels that round
+intermediates, such as attention probabilities, before a dot need it).
 """
 
 from __future__ import annotations
@@ -47,19 +51,23 @@ class Bound:
     """A resolved tolerance: ``atol + rtol * |ref|``, or the reference rule when ``reference_k`` is set."""
 
     rtol: float
-    atol: float
+    atol: object  # a float, or a tensor of per-element bounds
     reference_k: float | None = None
     floor: float = 0.0
     source: str = "dtype"  # where it came from: dtype policy, subject override, hook
 
     def describe(self) -> str:
         if self.reference_k is not None:
-            return f"|err| <= {self.reference_k:g} * |oracle_in_input_dtype - oracle| + {self.floor:g} ({self.source})"
-        return f"|err| <= {self.atol:.3g} + {self.rtol:.3g} * |ref| ({self.source})"
+            atol = self.atol if isinstance(self.atol, (int, float)) else float(self.atol.max())
+            return (f"|err| <= {atol:.3g} + {self.rtol:.3g} * |ref| + {self.reference_k:g} * "
+                    f"max|oracle_in_input_dtype - oracle| + {self.floor:g} ({self.source})")
+        atol = self.atol if isinstance(self.atol, (int, float)) else float(self.atol.max())
+        kind = "" if isinstance(self.atol, (int, float)) else "max "
+        return f"|err| <= {kind}{atol:.3g} + {self.rtol:.3g} * |ref| ({self.source})"
 
 
-def default_bound(*, out_dtype: str, accumulate: str = "float32", reduction: int = 1, scale: float = 1.0) -> Bound:
-    """The policy above for one output."""
+def default_bound(*, out_dtype: str, accumulate: str = "float32", reduction: int = 1, scale=1.0) -> Bound:
+    """The policy above for one output; ``scale`` is a number or an elementwise tensor."""
     u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
     u_acc = UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"])
     depth = math.sqrt(max(reduction, 1))

@@ -128,14 +128,14 @@ def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: in
     return out
 
 
-def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None):
+def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None, budget: int):
     """Strategy for the dims a cell pins before the rest are drawn."""
     dims = contract.dims
     if shape_class == "beyond-block":
         sym = _largest_dim(contract)
         hi = dims[sym].max
         lo = max(dims[sym].min, min(BEYOND_BLOCK, hi // 2 + 1))
-        return st.integers(lo, hi).map(lambda n: {sym: n})
+        return st.integers(lo, max(lo, min(hi, 2 * budget))).map(lambda n: {sym: n})
     if shape_class == "empty":
         admits_zero = [s for s, d in dims.items() if d.min == 0]
         return st.sampled_from(admits_zero or list(dims)).map(lambda s: {s: 0})
@@ -228,7 +228,7 @@ def specs(
 
     @st.composite
     def draw_spec(draw) -> Spec:
-        forced = draw(_forced_dims(contract, shape_class, layout_class))
+        forced = draw(_forced_dims(contract, shape_class, layout_class, budget))
         dims = draw(_dims(contract, shape_class, budget, max_outer, forced))
         return Spec(
             dims=dims,

@@ -207,6 +207,35 @@ def test_the_worst_finding_wins():
     assert found.kind == "mutated-input"
 
 
+KINDS_BY_CLASS = {
+    "crash": ["exception", "unclean-rejection"],
+    "unsafe": ["mutated-input", "oob-write", "unwritten", "poisoned-read"],
+    "wrong": ["accepted-out-of-contract", "bad-shape", "bad-output", "nan-mismatch", "mismatch",
+              "nondeterministic"],
+}
+
+
+@pytest.mark.parametrize("worse, better", [("crash", "unsafe"), ("unsafe", "wrong"), ("crash", "wrong")])
+def test_worst_ranks_crash_over_unsafe_over_wrong(worse, better):
+    from triton_conformance.conformance.outcomes import worst
+
+    for a in KINDS_BY_CLASS[worse]:
+        for b in KINDS_BY_CLASS[better]:
+            pair = [Finding(better, b, ""), Finding(worse, a, "")]
+            assert worst(pair).kind == a and worst(pair[::-1]).kind == a
+
+
+def test_worst_prefers_memory_damage_to_a_poisoned_read():
+    from triton_conformance.conformance.outcomes import worst
+
+    # a write past the end or into an input also changes what later reads see; report the cause
+    for kind in ("mutated-input", "oob-write"):
+        assert worst([Finding("unsafe", "poisoned-read", ""), Finding("unsafe", kind, "")]).kind == kind
+    assert worst([Finding("wrong", "mismatch", ""), Finding("wrong", "nan-mismatch", "")]).kind == "nan-mismatch"
+    assert worst([Finding("wrong", "made-up", ""), Finding("wrong", "mismatch", "")]).kind == "mismatch"
+    assert worst([]) is None
+
+
 @pytest.mark.parametrize("launcher", [checks_dtype, trips_over_torch], ids=lambda f: f.__name__)
 def test_in_contract_dtype_runs_normally(launcher):
     assert run_example(declare(launcher), vec(4), Backend()) == EXAMPLE_HONOURED

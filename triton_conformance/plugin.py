@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.errors import ConformanceUsageError, InvalidContract
 from triton_conformance.options import HELP_ENABLE, add_conformance_options, resolve
 
 _SESSION = pytest.StashKey["object"]()
@@ -85,5 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
     results, _ = _option(config, "results")
     session = ConformanceSession(config, device=device, profile=profile, results_path=results, seed=seed,
                                  isolation=isolation, timeout=timeout)
+    try:
+        session.load_subjects()
+    except (ConformanceUsageError, InvalidContract) as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "triton_conformance_session")

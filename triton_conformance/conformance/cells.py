@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES, Contract
-from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, layout_applies
+from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, layout_applies, strides_for
 from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, Spec
 
 __all__ = ["SHAPE_CLASSES", "PROBED_DTYPES", "cells_for", "skip_reason", "expectation", "Expectation"]
@@ -39,6 +39,24 @@ def cells_for(contract: Contract) -> list[str]:
     if contract.deterministic:
         cells += ["determinism"]
     return cells
+
+
+DIMENSIONS = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism")
+_VALUE_ORDER = {
+    "layout": LAYOUT_CLASSES + ("mixed",),
+    "dtype": PROBED_DTYPES,
+    "shape": SHAPE_CLASSES,
+    "values": VALUE_CLASSES,
+    "mask": MASK_CLASSES,
+}
+
+
+def cell_sort_key(cell: str) -> tuple[int, int, str]:
+    """Canonical order of cells: by dimension, then as the classes are listed."""
+    dimension, _, value = cell.partition(":")
+    d = DIMENSIONS.index(dimension) if dimension in DIMENSIONS else len(DIMENSIONS)
+    values = _VALUE_ORDER.get(dimension, ())
+    return d, values.index(value) if value in values else len(values), value
 
 
 def skip_reason(contract: Contract, cell: str, *, untestable_dtypes: dict[str, str] | None = None) -> str | None:
@@ -72,6 +90,24 @@ def skip_reason(contract: Contract, cell: str, *, untestable_dtypes: dict[str, s
     return None
 
 
+def _actual_layout(shape: tuple[int, ...], layout) -> str:
+    """What a drawn layout really is for this shape: a transpose of size-1 dims is contiguous."""
+    strides, offset, _ = strides_for(shape, layout)
+    if offset:
+        return "offset"
+    expected, running, odd = [], 1, False
+    for size in reversed(shape):
+        expected.append(running)
+        running *= size
+    for size, got, want in zip(shape, strides, reversed(expected)):
+        if size == 0:
+            return "contiguous"
+        if size != 1 and got != want:
+            return "strided"
+        odd = odd or (size == 1 and got != want)
+    return "size1" if odd else "contiguous"
+
+
 @dataclass(frozen=True)
 class Expectation:
     """What one example must do: ``"honour"``, ``"reject"``, or ``"either"``."""
@@ -94,9 +130,11 @@ def expectation(contract: Contract, spec: Spec) -> Expectation:
             breaches.append(f"{name}.dtype={dtype} not in {decl.dtypes}")
         layout = spec.layout(name)
         if decl.layouts == "contiguous" and layout.kind not in _CONTIGUOUS_OK:
-            if layout.kind == "size1":
+            shape = tuple(spec.dims[s] for s in decl.shape)
+            actual = _actual_layout(shape, layout)
+            if actual == "size1":
                 either.append(f"{name} has size-1 dims with odd strides")
-            else:
+            elif actual != "contiguous":
                 breaches.append(f"{name} is {layout.kind}, contract claims contiguous only")
         if decl.is_mask and spec.mask == "fully-masked" and decl.fully_masked == "reject":
             breaches.append(f"{name} has fully masked rows, policy is 'reject'")

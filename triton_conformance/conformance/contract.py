@@ -88,9 +88,10 @@ class Dim:
 class Tensor:
     """A tensor input: its symbolic shape, the dtypes and layouts it claims.
 
-    ``layouts="contiguous"`` claims only row-major contiguous inputs (the
-    launcher must reject anything else); ``layouts="any"`` claims any strides,
-    storage offsets and stride-0 broadcasts.
+    ``layouts="contiguous"`` claims only row-major contiguous inputs that start
+    their storage (offset 0, as fresh from ``torch.empty``); the launcher must
+    reject anything else, though size-1 dims may carry any stride.
+    ``layouts="any"`` claims any strides, storage offsets and stride-0 broadcasts.
     """
 
     shape: tuple[str, ...]

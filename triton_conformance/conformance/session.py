@@ -32,13 +32,12 @@ class ConformanceSession:
         self.seed = seed
         self.executor = CellExecutor(device=device, profile=profile, isolation=isolation, timeout=timeout)
         self.results: dict[str, CellResult] = {}
+        self.subjects: list = []
         self.is_worker = workerinput is not None
 
     # -- collection -----------------------------------------------------
-    def pytest_ignore_collect(self, collection_path: Any, config: pytest.Config) -> bool | None:
-        return True if config.getoption("conformance_only") else None
-
-    def _load_subjects(self) -> list:
+    def load_subjects(self) -> None:
+        """Import the modules that declare subjects; raises ConformanceUsageError if there are none."""
         from triton_conformance.conformance.subject import load_modules, registry
 
         modules: list[str] = []
@@ -46,19 +45,21 @@ class ConformanceSession:
             modules.extend(names or ())
         modules.extend(self.config.getini("conformance_modules") or ())
         load_modules(dict.fromkeys(modules), entry_points=True)
-        return list(registry)
+        self.subjects = list(registry)
+        if not self.subjects:
+            raise ConformanceUsageError(
+                "--conformance was given but no subject is declared: implement "
+                "pytest_conformance_modules() in conftest.py, set the conformance_modules ini option, "
+                "or register an entry point in the 'triton_conformance.subjects' group")
+
+    def pytest_ignore_collect(self, collection_path: Any, config: pytest.Config) -> bool | None:
+        return True if config.getoption("conformance_only") else None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         from triton_conformance.conformance.cells import cells_for
 
-        subjects = self._load_subjects()
-        if not subjects:
-            raise ConformanceUsageError(
-                "--conformance was given but no subject is declared: implement "
-                "pytest_conformance_modules() in conftest.py, set the conformance_modules ini option, "
-                "or register an entry point in the 'triton_conformance.subjects' group")
-        for subject in subjects:
+        for subject in self.subjects:
             for cell in cells_for(subject.contract):
                 items.append(ConformanceItem.from_parent(
                     session, name=f"{subject.name}[{cell}]", subject=subject, cell=cell, runner=self))

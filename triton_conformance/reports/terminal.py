@@ -25,10 +25,9 @@ def matrix_lines(results: Iterable[CellResult]) -> list[str]:
     results = list(results)
     if not results:
         return ["(no conformance results)"]
-    cells: list[str] = []
-    for r in results:
-        if r.cell not in cells:
-            cells.append(r.cell)
+    from triton_conformance.conformance.cells import cell_sort_key
+
+    cells = sorted({r.cell for r in results}, key=cell_sort_key)
     order = {c: i for i, c in enumerate(cells)}
     by_subject: dict[str, dict[str, CellResult]] = {}
     for r in sorted(results, key=lambda r: (r.family, r.subject, order[r.cell])):

@@ -155,10 +155,6 @@ def test_expectation(contract, example, kind, reasons):
     assert expectation(contract, example) == Expectation(kind, reasons)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: expectation() judges contiguity by the layout's label, not its "
-                   "strides: a (1, 1) 'transposed' (or padded, sliced-in-a-size-1-dim, broadcast) input has "
-                   "exactly the strides of a contiguous one, yet must be rejected, so no launcher can pass both "
-                   "layout:contiguous and layout:transposed")
 @pytest.mark.parametrize("dims, layout", [
     ({"M": 1, "N": 1}, Layout("transposed", perm=(1, 0))),
     ({"M": 1, "N": 8}, Layout("padded", pad=3)),
@@ -166,6 +162,8 @@ def test_expectation(contract, example, kind, reasons):
     ({"M": 1, "N": 8}, Layout("broadcast", broadcast=(0,))),
 ], ids=["transposed-1x1", "padded-one-row", "sliced-one-row", "broadcast-one-row"])
 def test_a_layout_with_contiguous_strides_is_not_out_of_contract(dims, layout):
+    # was a bug: contiguity was judged by the layout's label, so no launcher could pass both
+    # layout:contiguous and layout:transposed on a (1, 1) input
     shape = (dims["M"], dims["N"])
     strides, offset, _ = strides_for(shape, layout)
     contiguous, _, _ = strides_for(shape, Layout())

@@ -102,7 +102,7 @@ def test_lazy_build_inputs_is_the_function():
 def test_lazy_compare_is_the_function():
     import triton_conformance.oracles as oracles
     from triton_conformance.oracles import compare
-    from triton_conformance.oracles.compare import compare as real
+    from triton_conformance.oracles.comparison import compare as real
 
     assert compare is real
     assert oracles.compare is real

@@ -1,4 +1,4 @@
-"""The tolerance policy (oracles/tolerance.py) and the comparison (oracles/compare.py)."""
+"""The tolerance policy (oracles/tolerance.py) and the comparison (oracles/comparison.py)."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from triton_conformance.oracles import SAFETY_FACTOR, UNIT_ROUNDOFF, Bound, default_bound
-from triton_conformance.oracles.compare import compare  # the package's lazy `compare` is shadowed: test_exports
+from triton_conformance.oracles.comparison import compare
 
 FLOAT_NAMES = ["float16", "bfloat16", "float32", "float64"]
 

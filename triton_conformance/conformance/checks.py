@@ -21,7 +21,7 @@ from triton_conformance.conformance.cells import expectation
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
 from triton_conformance.conformance.outcomes import Finding, worst
 from triton_conformance.conformance.subject import Subject
-from triton_conformance.oracles.compare import compare
+from triton_conformance.oracles.comparison import compare
 from triton_conformance.oracles.tolerance import Bound, default_bound
 from triton_conformance.strategies._internal.specs import Spec
 from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
@@ -53,10 +53,18 @@ class _Call:
     allocations: list
     raw: Any = None
 
+    def holes(self, i: int) -> torch.Tensor | None:
+        """Poison left in output ``i``, or None if the suite did not allocate it."""
+        out = self.outputs[i] if self.outputs is not None and i < len(self.outputs) else None
+        if not isinstance(out, torch.Tensor):
+            return None
+        owner = next((a for a in self.allocations if a.owns(out)), None)
+        return None if owner is None else unwritten_elements(out, owner.variant)
 
-def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Backend) -> _Call:
+
+def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Backend, variant: int = 0) -> _Call:
     override = backend.device if backend.name == "interpreter" else None
-    with guarded_allocations(device_override=override) as allocations:
+    with guarded_allocations(device_override=override, variant=variant) as allocations:
         try:
             raw = subject.launcher(**built.views, **spec.scalars)
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
@@ -164,7 +172,7 @@ def _compare_outputs(subject: Subject, built: BuiltInputs, spec: Spec, outputs: 
     return None
 
 
-def _memory_findings(built: BuiltInputs, call: _Call) -> list[Finding]:
+def _memory_findings(built: BuiltInputs, call: _Call, second: _Call | None) -> list[Finding]:
     findings = []
     mutated = built.mutated()
     if mutated:
@@ -181,26 +189,42 @@ def _memory_findings(built: BuiltInputs, call: _Call) -> list[Finding]:
                 f"tensor is {alloc.span_bytes} bytes)",
                 {"side": side, "byte_offset": at, "span_bytes": alloc.span_bytes}))
     for i, out in enumerate(call.outputs or ()):
-        if isinstance(out, torch.Tensor) and any(a.owns(out) for a in call.allocations):
-            holes = unwritten_elements(out)
-            if holes.any():
-                first = tuple(int(v) for v in torch.nonzero(holes)[0]) if holes.dim() else ()
-                findings.append(Finding(
-                    "unsafe", "unwritten",
-                    f"output {i}: {int(holes.sum())} of {out.numel()} elements never written; first at {first}",
-                    {"unwritten": int(holes.sum()), "total": out.numel(), "first_index": first}))
+        holes = _holes(call, second, i)
+        if holes is not None and holes.any():
+            first = tuple(int(v) for v in torch.nonzero(holes)[0]) if holes.dim() else ()
+            findings.append(Finding(
+                "unsafe", "unwritten",
+                f"output {i}: {int(holes.sum())} of {out.numel()} elements never written; first at {first}",
+                {"unwritten": int(holes.sum()), "total": out.numel(), "first_index": first}))
     return findings
 
 
-def _same_bits(a: tuple, b: tuple) -> bool:
-    for x, y in zip(a, b):
+def _holes(call: _Call, second: _Call | None, i: int) -> torch.Tensor | None:
+    """Elements of output ``i`` that kept their poison (in both calls, when there are two)."""
+    holes = call.holes(i)
+    if holes is None or second is None or second.error is not None:
+        return holes
+    other = second.holes(i)
+    return holes if other is None or other.shape != holes.shape else holes & other
+
+
+def _differs(a: _Call, b: _Call) -> bool:
+    """Whether two calls' outputs differ in any element both of them wrote, bit for bit."""
+    for i, (x, y) in enumerate(zip(a.outputs, b.outputs)):
         if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
             continue
         if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if not torch.equal(flat_bytes(x), flat_bytes(y)):
-            return False
-    return True
+            return True
+        size = x.element_size()
+        as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
+        xi, yi = flat_bytes(x).view(as_int), flat_bytes(y).view(as_int)
+        written = torch.ones_like(xi, dtype=torch.bool)
+        for holes in (a.holes(i), b.holes(i)):
+            if holes is not None:
+                written &= ~holes.reshape(-1)
+        if bool(((xi != yi) & written).any()):
+            return True
+    return False
 
 
 def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: bool = False) -> Finding | str:
@@ -222,27 +246,32 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
         return Finding("wrong", "accepted-out-of-contract",
                        "returned a result for an input outside the contract (" + "; ".join(expect.reasons) + ")",
                        {"reasons": list(expect.reasons)})
-    findings = _memory_findings(built, call)
+    # The same example in the other sentinel and the other output poison: a change
+    # in what was written is a read outside the inputs, or nondeterminism.
+    second = None
+    findings: list[Finding] = []
+    if contract.deterministic or determinism:
+        other = build_inputs(contract, spec, sentinel="big", device=backend.device)
+        second = _call(subject, other, spec, backend, variant=1)
+        if second.error is not None:
+            findings.append(Finding("crash", "exception", f"second call raised {second.error!r}",
+                                    {"traceback": _exception_text(second.error)}))
+    findings += _memory_findings(built, call, second)
     wrong = _compare_outputs(subject, built, spec, call.outputs)
     if wrong is not None:
         findings.append(wrong)
-    # The same example in the other sentinel: any change is a read outside the inputs.
-    if contract.deterministic or determinism:
-        other = build_inputs(contract, spec, sentinel="big", device=backend.device)
-        call2 = _call(subject, other, spec, backend)
-        if call2.error is not None:
-            findings.append(Finding("crash", "exception", f"second call raised {call2.error!r}",
-                                    {"traceback": _exception_text(call2.error)}))
-        elif not _same_bits(call.outputs, call2.outputs):
+    if second is not None and second.error is None and _differs(call, second):
+        again = _call(subject, build_inputs(contract, spec, sentinel="nan", device=backend.device), spec, backend)
+        if again.error is None and _differs(call, again):
+            findings.append(Finding("wrong", "nondeterministic", "two calls on identical inputs gave different bits"))
+        else:
             findings.append(Finding(
                 "unsafe", "poisoned-read",
                 "output changed when only the memory around the inputs (gaps, padding, guard band) "
                 "changed: the kernel reads outside its inputs' elements"))
-    if determinism and not findings:
-        again = build_inputs(contract, spec, sentinel="nan", device=backend.device)
-        call3 = _call(subject, again, spec, backend)
-        if call3.error is None and not _same_bits(call.outputs, call3.outputs):
-            findings.append(Finding("wrong", "nondeterministic",
-                                    "two calls on identical inputs gave different bits"))
+    elif determinism and not findings:
+        again = _call(subject, build_inputs(contract, spec, sentinel="nan", device=backend.device), spec, backend)
+        if again.error is None and _differs(call, again):
+            findings.append(Finding("wrong", "nondeterministic", "two calls on identical inputs gave different bits"))
     found = worst(findings)
     return found if found is not None else EXAMPLE_HONOURED

@@ -21,22 +21,26 @@ __all__ = ["GuardedAllocation", "guarded_allocations", "poison_bytes", "flat_byt
 
 GUARD_BYTES = 1024
 
-# Signalling-NaN payloads: a stored result is never bit-identical to these.
+# Two poisons per dtype, one per call of an example.  For floats they are
+# signalling-NaN payloads that no arithmetic produces; a one-byte value can be a
+# real result, so an element counts as unwritten only if it kept the poison in
+# both calls.
 _POISON = {
-    torch.float16: 0x7D5A,
-    torch.bfloat16: 0x7FA5,
-    torch.float32: 0x7FA5A5A5,
-    torch.float64: 0x7FF5A5A5A5A5A5A5,
+    torch.float16: (0x7D5A, 0x7D3C),
+    torch.bfloat16: (0x7FA5, 0x7F93),
+    torch.float32: (0x7FA5A5A5, 0x7F93C3C3),
+    torch.float64: (0x7FF5A5A5A5A5A5A5, 0x7FF3C3C3C3C3C3C3),
 }
+_BYTE_POISON = (0xA5, 0x3C)
 _UINT = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def poison_bytes(dtype: torch.dtype) -> bytes:
-    """One element of poison for ``dtype``."""
+def poison_bytes(dtype: torch.dtype, variant: int = 0) -> bytes:
+    """One element of poison number ``variant`` (0 or 1) for ``dtype``."""
     size = dtype.itemsize
     if dtype in _POISON:
-        return _POISON[dtype].to_bytes(size, "little")
-    return bytes([0xA5]) * size
+        return _POISON[dtype][variant].to_bytes(size, "little")
+    return bytes([_BYTE_POISON[variant]]) * size
 
 
 @dataclass
@@ -45,6 +49,7 @@ class GuardedAllocation:
     tensor: torch.Tensor
     span_bytes: int
     initial: bytes  # the guard bands' expected bytes (poison)
+    variant: int = 0
 
     def guard_damage(self) -> list[tuple[str, int]]:
         """(side, first changed byte index relative to the tensor) for each damaged guard band."""
@@ -64,13 +69,13 @@ class GuardedAllocation:
 
 
 def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, log: list[GuardedAllocation],
-              real_empty: Callable[..., torch.Tensor]) -> torch.Tensor:
+              real_empty: Callable[..., torch.Tensor], variant: int = 0) -> torch.Tensor:
     elem = meta.element_size()
     if meta.numel() == 0:
         span = 0
     else:
         span = (sum((s - 1) * st for s, st in zip(meta.shape, meta.stride())) + 1) * elem
-    poison = poison_bytes(meta.dtype)
+    poison = poison_bytes(meta.dtype, variant)
     total = GUARD_BYTES + span + GUARD_BYTES
     pattern = (poison * (total // elem + 1))[:total]
     buffer = real_empty(total, dtype=torch.uint8, device=device)
@@ -81,7 +86,7 @@ def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, log: list[Guarde
         tensor = buffer.view(meta.dtype)[:0].reshape(meta.shape)
     if fill_zero and span:
         tensor.zero_()
-    log.append(GuardedAllocation(buffer=buffer, tensor=tensor, span_bytes=span, initial=pattern))
+    log.append(GuardedAllocation(buffer=buffer, tensor=tensor, span_bytes=span, initial=pattern, variant=variant))
     return tensor
 
 
@@ -93,9 +98,10 @@ _METHODS = {"new_empty": False, "new_zeros": True}
 
 
 @contextlib.contextmanager
-def guarded_allocations(device_override: str | None = None) -> Iterator[list[GuardedAllocation]]:
+def guarded_allocations(device_override: str | None = None, variant: int = 0) -> Iterator[list[GuardedAllocation]]:
     """Serve torch's empty/zeros factories from guarded, poisoned buffers while active.
 
+    ``variant`` picks which of the two poisons fills them.
     ``device_override`` remaps the device a launcher asks for (a launcher that
     hard-codes ``device="cuda"`` still runs under the interpreter on the CPU).
     """
@@ -118,7 +124,7 @@ def guarded_allocations(device_override: str | None = None) -> Iterator[list[Gua
             busy.append(name)  # torch may call these factories itself while we allocate
             try:
                 meta = original(*args, device="meta", **kwargs)
-                return _allocate(meta, device, zero, log, real_empty)
+                return _allocate(meta, device, zero, log, real_empty, variant)
             finally:
                 busy.pop()
 
@@ -148,13 +154,13 @@ def flat_bytes(t: torch.Tensor) -> torch.Tensor:
     return _flat(t).view(torch.uint8)
 
 
-def unwritten_elements(t: torch.Tensor) -> torch.Tensor:
-    """Boolean tensor: True where ``t`` still holds its poison bytes."""
+def unwritten_elements(t: torch.Tensor, variant: int = 0) -> torch.Tensor:
+    """Boolean tensor: True where ``t`` still holds poison number ``variant``."""
     if t.numel() == 0:
         return torch.zeros(t.shape, dtype=torch.bool)
     flat = _flat(t)
     size = flat.element_size()
     if size == 1:
-        return (flat.view(torch.uint8) == 0xA5).reshape(t.shape)
-    pattern = int.from_bytes(poison_bytes(t.dtype), "little", signed=True)
+        return (flat.view(torch.uint8) == _BYTE_POISON[variant]).reshape(t.shape)
+    pattern = int.from_bytes(poison_bytes(t.dtype, variant), "little", signed=True)
     return (flat.view(_UINT[size]) == pattern).reshape(t.shape)

@@ -8,7 +8,7 @@ __all__ = ["SAFETY_FACTOR", "UNIT_ROUNDOFF", "Bound", "compare", "default_bound"
 def __getattr__(name: str):
     # compare needs torch; import it only when asked for.
     if name == "compare":
-        from triton_conformance.oracles.compare import compare
+        from triton_conformance.oracles.comparison import compare
 
         return compare
     raise AttributeError(name)

@@ -47,9 +47,9 @@ def sizes(*, min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int
     bits = max(1, max_value.bit_length())
 
     def log_uniform(k: int) -> st.SearchStrategy[int]:
-        lo = max(min_value, (1 << k) - 1 if k else 0)
-        hi = min(max_value, (1 << (k + 1)) + 1)
-        return st.integers(min(lo, hi), hi)
+        lo = min(max(min_value, (1 << k) - 1 if k else 0), max_value)
+        hi = max(lo, min(max_value, (1 << (k + 1)) + 1))
+        return st.integers(lo, hi)
 
     return st.one_of(
         st.integers(0, bits).flatmap(log_uniform),

@@ -109,16 +109,22 @@ def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: in
         d = contract.dims[sym]
         if sym != widest:
             d = Dim(d.min, max(d.min, min(d.max, max_outer)))
-        # The budget for this dim: what remains in the tightest input that holds it.
-        room = budget
+        # The budget for this dim: what remains in the tightest input that holds it,
+        # after the minimum of each dim still to be drawn is set aside.
+        cap = d.max
         for spec in contract.inputs.values():
-            if sym in spec.shape:
-                used = 1
-                for other in spec.shape:
-                    if other in out:
-                        used *= max(out[other], 1)
-                room = min(room, budget // used)
-        cap = max(d.min, min(d.max, room))
+            if sym not in spec.shape:
+                continue
+            used = 1
+            for other in spec.shape:
+                if other in out:
+                    used *= max(out[other], 1)
+                elif other != sym:
+                    used *= max(contract.dims[other].min, 1)
+            room = budget // used
+            repeats = spec.shape.count(sym)  # (N, N) takes N squared
+            cap = min(cap, int(round(room ** (1.0 / repeats))) if repeats > 1 else room)
+        cap = max(d.min, cap)
         if shape_class == "tiny":
             out[sym] = draw(st.integers(d.min, max(d.min, min(d.max, 3))))
         elif shape_class == "non-pow2":

@@ -11,7 +11,7 @@ BUGS = [
     ("zoo_add_missing_store_mask", "memory", "unsafe", "oob-write"),
     ("zoo_add_floor_grid", "shape:non-pow2", "unsafe", "unwritten"),
     ("zoo_add_unit_stride_x", "layout:broadcast", "unsafe", "poisoned-read"),
-    ("zoo_add_rejects_bf16", "dtype:bfloat16", "crash", "exception"),
+    ("zoo_add_rejects_fp16", "dtype:float16", "crash", "exception"),
 ]
 
 # %%
@@ -89,13 +89,13 @@ def zoo_add_unit_stride_x(x, y):
     return out
 
 
-@subject(**ADD_CONTRACT, name="zoo_add_rejects_bf16",
-         xfail="the launcher rejects bfloat16, which its contract claims")
-def zoo_add_rejects_bf16(x, y):
-    """Bug: the contract claims bfloat16 but the launcher refuses it."""
-    check_add_args(x, y, "zoo_add_rejects_bf16")
-    if x.dtype == torch.bfloat16:  # BUG: left over from a time bf16 was not supported
-        raise TypeError("zoo_add_rejects_bf16: x.dtype=torch.bfloat16 is not supported")
+@subject(**ADD_CONTRACT, name="zoo_add_rejects_fp16",
+         xfail="the launcher rejects float16, which its contract claims")
+def zoo_add_rejects_fp16(x, y):
+    """Bug: the contract claims float16 but the launcher refuses it."""
+    check_add_args(x, y, "zoo_add_rejects_fp16")
+    if x.dtype == torch.float16:  # BUG: left over from a time fp16 was not supported
+        raise TypeError("zoo_add_rejects_fp16: x.dtype=torch.float16 is not supported")
     n = x.shape[0]
     out = torch.empty((n,), dtype=x.dtype, device=x.device)
     if n == 0:

@@ -157,11 +157,14 @@ def run_cell(
     except HypothesisException as exc:
         return CellResult(outcome="crash", finding="search-error", message=f"hypothesis could not search "
                           f"this cell: {exc}", duration_s=time.perf_counter() - start, **base)
+    # "rejected": the cell probed inputs outside the contract and every one was
+    # refused cleanly (degenerate draws, such as a transpose of 1x1, are inside it).
     examples = sum(counts.values())
-    all_rejected = counts[EXAMPLE_REJECTED] == examples and examples > 0
+    rejected = counts[EXAMPLE_REJECTED]
     return CellResult(
-        outcome="rejected" if all_rejected else "honoured",
-        message=f"{examples} examples" + (", all rejected cleanly" if all_rejected else ""),
+        outcome="rejected" if rejected else "honoured",
+        message=f"{examples} examples" + (f", {rejected} outside the contract, all rejected cleanly"
+                                          if rejected else ", all honoured"),
         examples=examples, rejected_examples=counts[EXAMPLE_REJECTED],
         duration_s=time.perf_counter() - start, **base,
     )

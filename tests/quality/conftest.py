@@ -1,0 +1,26 @@
+"""Quality tests run real Triton kernels through the interpreter."""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit is defined
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def backend():
+    from triton_conformance.conformance.backend import current_backend
+
+    return current_backend("interpreter")
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    """Import kernels_under_test (registers its subjects) and return the subject registry."""
+    import importlib
+
+    from triton_conformance import registry
+
+    for name in ("vector_add", "softmax", "gemv", "attention", "flash_attention", "layer_norm", "matmul"):
+        importlib.import_module(f"kernels_under_test.{name}")
+    return registry

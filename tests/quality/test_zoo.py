@@ -1,0 +1,38 @@
+"""Every bug in the zoo is caught by the cell meant for it, with the right
+outcome class and finding, and the correct kernel it mutates passes that cell."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.zoo import all_bugs
+from triton_conformance import get_subject
+from triton_conformance.conformance.runner import run_cell
+
+BUGS = all_bugs()
+
+
+def correct_twin(buggy, registry):
+    """The kernel under test whose contract the buggy variant claims."""
+    claims = lambda s: (s.family, dict(s.contract.inputs), dict(s.contract.dims), dict(s.contract.scalars))  # noqa: E731
+    twins = [s for s in registry if s.xfail is None and claims(s) == claims(buggy)]
+    if len(twins) > 1:  # same claims, different maths (causal or not): the same oracle
+        twins = [s for s in twins if s.contract.oracle is buggy.contract.oracle]
+    assert len(twins) == 1, f"{buggy.name}: expected one correct twin, found {[s.name for s in twins]}"
+    return twins[0]
+
+
+def test_the_zoo_is_big_enough():
+    assert len(BUGS) >= 15
+    assert len({name for name, *_ in BUGS}) == len(BUGS), "one row per bug"
+
+
+@pytest.mark.parametrize(("name", "cell", "outcome", "finding"), BUGS, ids=[b[0] for b in BUGS])
+def test_the_intended_cell_catches_the_bug(name, cell, outcome, finding, backend, kernels):
+    buggy = get_subject(name)
+    result = run_cell(buggy, cell, backend=backend, profile="ci")
+    assert (result.outcome, result.finding) == (outcome, finding), result.message
+    assert result.counterexample is not None and name in result.reproducer
+    twin = correct_twin(buggy, kernels)
+    passing = run_cell(twin, cell, backend=backend, profile="ci")
+    assert passing.passed and passing.outcome != "skipped", (twin.name, passing.outcome, passing.message)

@@ -96,9 +96,6 @@ def test_lazy_build_inputs_is_the_function():
     assert strategies.build_inputs is real and strategies.build_inputs is real  # twice: nothing shadows it
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: oracles.compare is shadowed by the submodule oracles/compare.py: "
-                   "`from triton_conformance.oracles import compare` (or any `oracles.compare` once the "
-                   "submodule is imported) gives the module, not the function")
 def test_lazy_compare_is_the_function():
     import triton_conformance.oracles as oracles
     from triton_conformance.oracles import compare

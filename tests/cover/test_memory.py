@@ -143,14 +143,19 @@ def test_unwritten_elements_on_views_and_empty_tensors():
     assert unwritten_elements(out[:0]).shape == (0, 4)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: integer poison is 0xA5 bytes, a value kernels write: an int8 "
-                   "output of -91 (uint8 165) is reported unwritten")
-@pytest.mark.parametrize("dtype, value", [(torch.int8, -91), (torch.uint8, 165)], ids=["int8", "uint8"])
-def test_a_written_one_byte_integer_is_never_unwritten(dtype, value):
-    with guarded_allocations():
-        out = torch.empty((4,), dtype=dtype)
-    out.fill_(value)
-    assert not bool(unwritten_elements(out).any())
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.bool, torch.float16, torch.float32],
+                         ids=["int8", "uint8", "bool", "float16", "float32"])
+def test_the_two_poisons_differ_in_every_byte(dtype):
+    # A one-byte result can equal one poison; it cannot equal both, and an element
+    # only counts as unwritten when it kept the poison in both calls of an example.
+    zero, one = poison_bytes(dtype, 0), poison_bytes(dtype, 1)
+    assert len(zero) == len(one) == dtype.itemsize
+    assert zero != one
+    for variant, pattern in ((0, zero), (1, one)):
+        with guarded_allocations(variant=variant):
+            out = torch.empty((4,), dtype=dtype)
+        assert bool(unwritten_elements(out, variant).all())
+        assert not bool(unwritten_elements(out, 1 - variant).any())
 
 
 def test_zero_size_allocations_are_guarded_too():

@@ -146,6 +146,8 @@ def guarded_allocations(device_override: str | None = None, variant: int = 0) ->
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
     """A 1-D, stride-1 CPU copy of ``t``'s elements (size-1 dims may carry any stride)."""
+    if t.dtype == torch.bool:  # copying bools normalises their bytes to 0/1: copy the bytes
+        t = t.view(torch.uint8)
     return t.detach().cpu().reshape(-1).clone(memory_format=torch.contiguous_format)
 
 

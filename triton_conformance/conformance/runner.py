@@ -19,6 +19,7 @@ from hypothesis.errors import HypothesisException
 
 from triton_conformance.conformance.cells import expectation, skip_reason
 from triton_conformance.conformance.checks import EXAMPLE_REJECTED, Backend, run_example
+from triton_conformance.conformance.compiles import counting_compiles
 from triton_conformance.conformance.outcomes import CellResult, Finding
 from triton_conformance.conformance.replay import reproducer
 from triton_conformance.conformance.subject import Subject
@@ -134,9 +135,11 @@ def run_cell(
     test = profile_settings(profile, max_examples=max_examples)(given(strategy)(probe))
     if seed is not None and not PROFILES[profile]["derandomize"]:
         test = hypothesis_seed(seed)(test)
-    try:
-        test()
-    except Violation as v:
+    with counting_compiles(enabled=backend.name == "cuda") as compiles:
+        failure = _search(test)
+    n_compiles = compiles.count if compiles is not None else None
+    if isinstance(failure, Violation):
+        v = failure
         kind = expectation(contract, v.spec).kind
 
         def fails(candidate: Spec) -> Finding | None:
@@ -152,11 +155,11 @@ def run_cell(
             outcome=f.outcome, finding=f.kind, message=f.message, details=dict(f.details),
             counterexample=spec.to_dict(), reproducer=reproducer(subject, cell, spec, f, backend),
             examples=sum(counts.values()), rejected_examples=counts[EXAMPLE_REJECTED],
-            duration_s=time.perf_counter() - start, **base,
+            duration_s=time.perf_counter() - start, compiles=n_compiles, **base,
         )
-    except HypothesisException as exc:
+    if failure is not None:
         return CellResult(outcome="crash", finding="search-error", message=f"hypothesis could not search "
-                          f"this cell: {exc}", duration_s=time.perf_counter() - start, **base)
+                          f"this cell: {failure}", duration_s=time.perf_counter() - start, **base)
     # "rejected": the cell probed inputs outside the contract and every one was
     # refused cleanly (degenerate draws, such as a transpose of 1x1, are inside it).
     examples = sum(counts.values())
@@ -165,6 +168,15 @@ def run_cell(
         outcome="rejected" if rejected else "honoured",
         message=f"{examples} examples" + (f", {rejected} outside the contract, all rejected cleanly"
                                           if rejected else ", all honoured"),
-        examples=examples, rejected_examples=counts[EXAMPLE_REJECTED],
-        duration_s=time.perf_counter() - start, **base,
+        examples=examples, rejected_examples=rejected,
+        duration_s=time.perf_counter() - start, compiles=n_compiles, **base,
     )
+
+
+def _search(test: Callable[[], None]) -> Exception | None:
+    """Run the hypothesis test: None if it passed, else the Violation or search error."""
+    try:
+        test()
+    except (Violation, HypothesisException) as exc:
+        return exc
+    return None

@@ -1,0 +1,60 @@
+"""Run every zoo bug's intended cell, and the same cell on its correct twin.
+
+    python bench/zoo_check.py --device interpreter
+    python bench/zoo_check.py --device cuda
+
+Prints one row per bug: caught (outcome/finding as intended), and whether the
+correct kernel passes the same cell, with timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="interpreter", choices=("interpreter", "cuda"))
+    parser.add_argument("--profile", default="ci")
+    args = parser.parse_args()
+    from triton_conformance.conformance.backend import current_backend, select_device
+
+    device = select_device(args.device)
+    import importlib
+
+    from tests.zoo import all_bugs
+    from triton_conformance import get_subject, registry
+    from triton_conformance.conformance.runner import run_cell
+
+    for name in ("vector_add", "softmax", "gemv", "attention", "flash_attention", "layer_norm", "matmul"):
+        importlib.import_module(f"kernels_under_test.{name}")
+    backend = current_backend(device)
+    bugs = all_bugs()
+    claims = lambda s: (s.family, dict(s.contract.inputs), dict(s.contract.dims), dict(s.contract.scalars))  # noqa: E731
+    caught = twins_ok = 0
+    print(f"{'bug':36s} {'cell':20s} {'expected':28s} {'got':28s} {'s':>6s}  twin")
+    for name, cell, outcome, finding in bugs:
+        buggy = get_subject(name)
+        t0 = time.perf_counter()
+        r = run_cell(buggy, cell, backend=backend, profile=args.profile)
+        dt = time.perf_counter() - t0
+        twins = [s for s in registry if s.xfail is None and claims(s) == claims(buggy)]
+        if len(twins) > 1:
+            twins = [s for s in twins if s.contract.oracle is buggy.contract.oracle]
+        twin = run_cell(twins[0], cell, backend=backend, profile=args.profile)
+        ok = (r.outcome, r.finding) == (outcome, finding)
+        caught += ok
+        twins_ok += twin.passed and twin.outcome != "skipped"
+        print(f"{name:36s} {cell:20s} {outcome + '/' + finding:28s} {str(r.outcome) + '/' + str(r.finding):28s} "
+              f"{dt:6.2f}  {twins[0].name}: {twin.outcome}", flush=True)
+    print(f"caught as intended: {caught}/{len(bugs)}; correct twins passing: {twins_ok}/{len(bugs)}")
+    return 0 if caught == twins_ok == len(bugs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,5 +15,9 @@ KERNEL_MODULES = [
 ]
 
 
+# The acceptance tests drive pytest itself; pytest only takes this at the top level.
+pytest_plugins = ["pytester"]
+
+
 def pytest_conformance_modules(config):
     return KERNEL_MODULES

@@ -427,9 +427,6 @@ def test_nondeterminism_is_told_apart_from_a_poisoned_read_in_every_cell():
     assert gap.kind == "poisoned-read"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a launcher with two possible results is reported as "
-                   "unsafe/poisoned-read when its third call happens to match its first: the cross-sentinel "
-                   "difference is blamed on a read unless the one same-input re-run differs too")
 def test_a_two_valued_nondeterminism_is_not_a_poisoned_read():
     found = run_example(declare(flipping()), vec(4), Backend())
     assert (found.outcome, found.kind) == ("wrong", "nondeterministic")

@@ -261,8 +261,13 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
     if wrong is not None:
         findings.append(wrong)
     if second is not None and second.error is None and _differs(call, second):
+        # Repeat both calls: a kernel that reads outside its inputs answers each
+        # sentinel the same way every time; a nondeterministic one need not.
+        # (In the opposite order, so a result that merely alternates still shows.)
+        again2 = _call(subject, build_inputs(contract, spec, sentinel="big", device=backend.device), spec, backend,
+                       variant=1)
         again = _call(subject, build_inputs(contract, spec, sentinel="nan", device=backend.device), spec, backend)
-        if again.error is None and _differs(call, again):
+        if (again.error is None and _differs(call, again)) or (again2.error is None and _differs(second, again2)):
             findings.append(Finding("wrong", "nondeterministic", "two calls on identical inputs gave different bits"))
         else:
             findings.append(Finding(

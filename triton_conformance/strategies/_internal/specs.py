@@ -97,6 +97,16 @@ def _largest_dim(contract: Contract) -> str:
     return max(contract.dims, key=lambda s: (contract.dims[s].max, -list(contract.dims).index(s)))
 
 
+def _integer_root(n: int, r: int) -> int:
+    """The largest c with c ** r <= n."""
+    c = int(round(n ** (1.0 / r))) if r > 1 else n
+    while c > 0 and c ** r > n:
+        c -= 1
+    while (c + 1) ** r <= n:
+        c += 1
+    return c
+
+
 @st.composite
 def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: int,
           forced: dict[str, int]) -> dict[str, int]:
@@ -122,8 +132,7 @@ def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: in
                 elif other != sym:
                     used *= max(contract.dims[other].min, 1)
             room = budget // used
-            repeats = spec.shape.count(sym)  # (N, N) takes N squared
-            cap = min(cap, int(round(room ** (1.0 / repeats))) if repeats > 1 else room)
+            cap = min(cap, _integer_root(room, spec.shape.count(sym)))  # (N, N) takes N squared
         cap = max(d.min, cap)
         if shape_class == "tiny":
             out[sym] = draw(st.integers(d.min, max(d.min, min(d.max, 3))))

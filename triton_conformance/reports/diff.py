@@ -1,0 +1,127 @@
+"""The nightly diff: what changed between two results documents.
+
+A **regression** is a cell that passed in the baseline (honoured, or rejected
+cleanly) and now fails (wrong, unsafe, crash or timeout).  A **fix** is the
+reverse.  Any other change of outcome (wrong to crash, honoured to skipped) is
+listed as a change.  Subjects and cells present on one side only are listed as
+new or removed.  Known-bug subjects count like any other: a known bug that
+appears in a cell that used to pass is still a regression there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["CellChange", "ResultsDiff", "diff_documents", "GOOD", "BAD"]
+
+GOOD = ("honoured", "rejected")
+BAD = ("wrong", "unsafe", "crash", "timeout")
+
+
+@dataclass(frozen=True)
+class CellChange:
+    """One (subject, cell) whose outcome differs; ``old``/``new`` is None where it is absent."""
+
+    subject: str
+    cell: str
+    old: str | None
+    new: str | None
+    finding: str | None = None
+    expected_failure: str | None = None
+
+    def line(self) -> str:
+        arrow = f"{self.old or '(absent)'} -> {self.new or '(absent)'}"
+        extra = f" ({self.finding})" if self.finding and self.new in BAD else ""
+        known = "  [known bug]" if self.expected_failure else ""
+        return f"{self.subject}[{self.cell}]: {arrow}{extra}{known}"
+
+
+@dataclass
+class ResultsDiff:
+    regressions: list[CellChange] = field(default_factory=list)
+    fixes: list[CellChange] = field(default_factory=list)
+    changed: list[CellChange] = field(default_factory=list)
+    new_subjects: list[str] = field(default_factory=list)
+    removed_subjects: list[str] = field(default_factory=list)
+    new_cells: list[CellChange] = field(default_factory=list)
+    removed_cells: list[CellChange] = field(default_factory=list)
+    baseline: dict[str, Any] = field(default_factory=dict)
+    current: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_regressions(self) -> bool:
+        return bool(self.regressions)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.regressions or self.fixes or self.changed or self.new_subjects
+                    or self.removed_subjects or self.new_cells or self.removed_cells)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary_lines(self) -> list[str]:
+        def plural(n: int, word: str) -> str:
+            return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('x') else 's'}"
+
+        lines = [f"baseline: {_describe(self.baseline)}", f"current:  {_describe(self.current)}",
+                 ", ".join([plural(len(self.regressions), "regression"), plural(len(self.fixes), "fix"),
+                            plural(len(self.changed), "other change"),
+                            plural(len(self.new_subjects), "new subject"),
+                            plural(len(self.removed_subjects), "removed subject"),
+                            plural(len(self.new_cells), "new cell"),
+                            plural(len(self.removed_cells), "removed cell")])]
+        sections = [("regressions", self.regressions), ("fixes", self.fixes), ("other changes", self.changed),
+                    ("new cells", self.new_cells), ("removed cells", self.removed_cells)]
+        for title, changes in sections:
+            if changes:
+                lines += ["", f"{title}:"] + [f"  {c.line()}" for c in changes]
+        for title, names in (("new subjects", self.new_subjects), ("removed subjects", self.removed_subjects)):
+            if names:
+                lines += ["", f"{title}:"] + [f"  {n}" for n in names]
+        return lines
+
+
+def _describe(doc: dict[str, Any]) -> str:
+    env = doc.get("environment") or {}
+    parts = [str(doc.get("created") or "?"), str(env.get("device_name") or env.get("device") or "?")]
+    if env.get("commit"):
+        parts.append(f"commit {env['commit']}")
+    return ", ".join(parts)
+
+
+def _cells(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r["subject"], r["cell"]): r for r in doc.get("results", ())}
+
+
+def diff_documents(old: dict[str, Any], new: dict[str, Any]) -> ResultsDiff:
+    """Compare two results documents (as read by ``read_results``), baseline first."""
+    before, after = _cells(old), _cells(new)
+    old_subjects = {s for s, _ in before}
+    new_subjects = {s for s, _ in after}
+    out = ResultsDiff(new_subjects=sorted(new_subjects - old_subjects),
+                      removed_subjects=sorted(old_subjects - new_subjects),
+                      baseline={"created": old.get("created"), "environment": old.get("environment") or {}},
+                      current={"created": new.get("created"), "environment": new.get("environment") or {}})
+    for key in sorted(set(before) | set(after)):
+        subject, cell = key
+        was, now = before.get(key), after.get(key)
+        if subject in out.new_subjects or subject in out.removed_subjects:
+            continue
+        ref = now or was
+        change = CellChange(subject, cell, was["outcome"] if was else None, now["outcome"] if now else None,
+                            finding=ref.get("finding"), expected_failure=(now or {}).get("expected_failure"))
+        if was is None:
+            out.new_cells.append(change)
+        elif now is None:
+            out.removed_cells.append(change)
+        elif change.old == change.new:
+            continue
+        elif change.old in GOOD and change.new in BAD:
+            out.regressions.append(change)
+        elif change.old in BAD and change.new in GOOD:
+            out.fixes.append(change)
+        else:
+            out.changed.append(change)
+    return out

@@ -1,0 +1,297 @@
+"""The self-contained HTML report, rendered only from a results document.
+
+One file with inline style, script and SVG: no network access, readable
+offline and attachable to a CI run.  Every string that comes from the
+document (subject names, messages, tracebacks, reproducers) is escaped.
+
+- ``render_html(document, baseline=None)``: the page as a string; with a
+  baseline document it also shows the nightly diff.
+- ``write_html(path, document, baseline=None)``.
+"""
+
+from __future__ import annotations
+
+import os
+from html import escape
+from typing import Any
+
+from triton_conformance.reports._html_assets import COLOURS, CSS, JS
+from triton_conformance.reports.diff import ResultsDiff, diff_documents
+from triton_conformance.reports.svg import line_plot, series_points
+
+__all__ = ["render_html", "write_html", "OUTCOME_ORDER"]
+
+OUTCOME_ORDER = ("honoured", "rejected", "wrong", "unsafe", "crash", "timeout", "skipped")
+LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "timeout": "T",
+           "skipped": "\u00b7"}
+ENV_FIELDS = (("device", "device_name"), ("triton", "triton"), ("torch", "torch"), ("python", "python"),
+              ("hypothesis", "hypothesis"), ("profile", "profile"), ("seed", "seed"), ("commit", "commit"),
+              ("host", "host"), ("platform", "platform"), ("triton-conformance", "triton_conformance"))
+ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err"),
+                ("first mismatch at", "first_index"), ("mismatched", "mismatched"), ("of", "total"),
+                ("tolerance", "tolerance"), ("statistic", "statistic"), ("p-value", "p_value"))
+# Keys shown elsewhere in the detail view, or repeats of the message.
+_HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels"}
+FAILING = ("wrong", "unsafe", "crash", "timeout")
+DIMENSION_ORDER = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "stochastic")
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "\u2014"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(_fmt(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) or "{}"
+    return str(value)
+
+
+def _cell_key(cell: str) -> tuple[int, int, str]:
+    """Cells by dimension, then in the order the core lists each dimension's classes."""
+    from triton_conformance.conformance.cells import cell_sort_key
+
+    dimension = cell.partition(":")[0]
+    d = DIMENSION_ORDER.index(dimension) if dimension in DIMENSION_ORDER else len(DIMENSION_ORDER)
+    _, position, value = cell_sort_key(cell)
+    return d, position, value
+
+
+def _kv(rows: list[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(_fmt(v))}</td></tr>" for k, v in rows)
+    return f'<table class="kv">{body}</table>' if body else ""
+
+
+def _layout_text(layout: Any) -> str:
+    if not isinstance(layout, dict):
+        return _fmt(layout)
+    parts = [str(layout.get("kind", "?"))]
+    for key in ("perm", "steps", "broadcast"):
+        if layout.get(key):
+            parts.append(f"{key}={_fmt(layout[key])}")
+    for key in ("pad", "offset", "odd_stride"):
+        if layout.get(key):
+            parts.append(f"{key}={layout[key]}")
+    return " ".join(parts)
+
+
+def _counterexample(spec: dict[str, Any]) -> str:
+    rows: list[tuple[str, Any]] = [("dims", spec.get("dims")), ("dtypes", spec.get("dtypes"))]
+    for name, layout in (spec.get("layouts") or {}).items():
+        rows.append((f"layout of {name}", _layout_text(layout)))
+    for name, info in (spec.get("strides") or {}).items():  # optional: real strides, if the core adds them
+        rows.append((f"strides of {name}", info))
+    if spec.get("scalars"):
+        rows.append(("scalars", spec["scalars"]))
+    rows += [("values", spec.get("values")), ("mask", spec.get("mask")), ("seed", spec.get("seed"))]
+    return "<h3>Shrunk counterexample</h3>" + _kv([r for r in rows if r[1] not in (None, {})])
+
+
+def _plots(details: dict[str, Any]) -> str:
+    labels = details.get("series_labels") if isinstance(details.get("series_labels"), dict) else {}
+    out = []
+    for key, value in details.items():
+        points = series_points(value)
+        if points:
+            title = "error vs size" if key == "series" else key.replace("_", " ")
+            out.append(line_plot(points, title=title, x_label=str(labels.get("x", "size")),
+                                 y_label=str(labels.get("y", "error"))))
+    return ("<h3>Plots</h3>" + "".join(out)) if out else ""
+
+
+def _detail(idx: str, r: dict[str, Any], change: str | None) -> str:
+    details = r.get("details") if isinstance(r.get("details"), dict) else {}
+    head = (f'<h2>{_e(r["subject"])}[{_e(r["cell"])}]</h2>'
+            f'<p><span class="count o-{_e(r["outcome"])}" style="background:{COLOURS.get(r["outcome"], "#999")}">'
+            f'{_e(r["outcome"])}</span> {_e(r.get("finding") or "")}'
+            + (f' <span class="badge" title="{_e(r["expected_failure"])}">known bug</span>'
+               if r.get("expected_failure") else "") + "</p>")
+    parts = [head]
+    if r.get("expected_failure"):
+        parts.append(f'<p class="muted">Known bug: {_e(r["expected_failure"])}</p>')
+    if change:
+        parts.append(f'<p><strong>Since the baseline:</strong> {_e(change)}</p>')
+    if r.get("message"):
+        parts.append(f'<p class="message">{_e(r["message"])}</p>')
+    if isinstance(r.get("counterexample"), dict):
+        parts.append(_counterexample(r["counterexample"]))
+    stats = [(label, details[key]) for label, key in ERROR_FIELDS if key in details]
+    known = {key for _, key in ERROR_FIELDS} | _HIDDEN_DETAILS
+    stats += [(k, v) for k, v in details.items() if k not in known and not series_points(v)]
+    if stats:
+        parts.append("<h3>Error statistics</h3>" + _kv(stats))
+    parts.append(_plots(details))
+    if r.get("reproducer"):
+        pre = f"repro-{idx}"
+        parts.append(f'<h3>Reproducer</h3><p><button type="button" class="copy" data-target="{pre}">Copy</button>'
+                     f'<span class="copied" aria-live="polite"></span></p>'
+                     f'<pre id="{pre}" class="reproducer"><code>{_e(r["reproducer"])}</code></pre>')
+    if details.get("traceback"):
+        parts.append(f'<h3>Traceback</h3><pre class="traceback">{_e(details["traceback"])}</pre>')
+    parts.append("<h3>Run</h3>" + _kv([("examples", r.get("examples")), ("rejected examples",
+                                       r.get("rejected_examples")), ("seconds", r.get("duration_s")),
+                                      ("compiles", r.get("compiles")), ("family", r.get("family"))]))
+    return f'<section class="detail" id="{idx}" hidden>{"".join(parts)}</section>'
+
+
+def _header(doc: dict[str, Any]) -> str:
+    env = doc.get("environment") or {}
+    items = [("date", doc.get("created"))] + [(label, env.get(key)) for label, key in ENV_FIELDS]
+    body = "".join(f"<div><dt>{_e(k)}</dt><dd>{_e(_fmt(v) if k != 'seed' or v is not None else 'derandomized')}"
+                   f"</dd></div>" for k, v in items)
+    return (f'<header><h1>Triton conformance report</h1><dl class="env">{body}</dl>'
+            f'<p class="muted">schema {_e(doc.get("schema"))} v{_e(doc.get("version"))}</p></header>')
+
+
+def _summary(results: list[dict[str, Any]], subjects: int) -> str:
+    counts = {o: 0 for o in OUTCOME_ORDER}
+    for r in results:
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    total = max(len(results), 1)
+    chips = "".join(f'<span class="count o-{_e(o)}" style="background:{COLOURS.get(o, "#999")}" '
+                    f'data-count="{_e(o)}">{_e(o)} {n}</span>' for o, n in counts.items())
+    bar = "".join(f'<span style="width:{100 * n / total:.3f}%;background:{COLOURS.get(o, "#999")}" '
+                  f'title="{_e(o)}: {n}"></span>' for o, n in counts.items() if n)
+    return (f'<section class="summary-section"><h2>Summary</h2><div class="summary">'
+            f'<strong>{subjects} subjects, {len(results)} cells</strong>{chips}</div>'
+            f'<div class="bar">{bar}</div></section>')
+
+
+def _filters(families: list[str]) -> str:
+    boxes = "".join(f'<label><input type="checkbox" name="outcome" value="{_e(o)}" checked> '
+                    f'<span class="swatch" style="background:{COLOURS[o]}"></span> {_e(o)}</label>'
+                    for o in OUTCOME_ORDER)
+    options = "".join(f'<option value="{_e(f)}">{_e(f)}</option>' for f in families)
+    return (f'<section class="filters-section"><div class="filters">{boxes}'
+            f'<button type="button" id="failing-only">failing only</button>'
+            f'<button type="button" id="show-all">show all</button></div><div class="filters" style="margin-top:6px">'
+            f'<label>subject <input type="search" id="subject-filter" placeholder="name contains"></label>'
+            f'<label>family <select id="family-filter"><option value="">all</option>{options}</select></label>'
+            f'<label><input type="checkbox" id="known-filter" checked> known-bug subjects</label>'
+            f'<span class="muted"><span id="visible-rows"></span> subjects shown; '
+            f'* marks a known bug\'s cell</span></div></section>')
+
+
+def _diff_section(diff: ResultsDiff, ids: dict[tuple[str, str], str]) -> str:
+    def item(c: Any) -> str:
+        idx = ids.get((c.subject, c.cell))
+        text = _e(c.line())
+        return f'<li><a href="#{idx}" data-detail="{idx}">{text}</a></li>' if idx else f"<li>{text}</li>"
+
+    parts = [f'<p class="muted">baseline {_e(diff.baseline.get("created"))} '
+             f'({_e((diff.baseline.get("environment") or {}).get("device_name"))}, commit '
+             f'{_e((diff.baseline.get("environment") or {}).get("commit"))})</p>']
+    for title, changes in (("Regressions", diff.regressions), ("Fixes", diff.fixes),
+                           ("Other changes", diff.changed), ("New cells", diff.new_cells),
+                           ("Removed cells", diff.removed_cells)):
+        parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(changes)})</h3>')
+        if changes:
+            parts.append("<ul>" + "".join(item(c) for c in changes) + "</ul>")
+    for title, names in (("New subjects", diff.new_subjects), ("Removed subjects", diff.removed_subjects)):
+        parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(names)})</h3>')
+        if names:
+            parts.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in names) + "</ul>")
+    return f'<section class="diff" id="diff"><h2>Changes since the baseline</h2>{"".join(parts)}</section>'
+
+
+def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
+            marks: dict[tuple[str, str], str]) -> str:
+    cells = sorted({r["cell"] for r in results}, key=_cell_key)
+    groups: dict[str, list[str]] = {}
+    for c in cells:
+        groups.setdefault(c.partition(":")[0], []).append(c)
+    head1 = ['<th class="subject" rowspan="2">subject</th>']
+    head2 = []
+    for dim, members in groups.items():
+        single = len(members) == 1 and ":" not in members[0]
+        if single:
+            head1.append(f'<th rowspan="2" class="single" data-dimension="{_e(dim)}" title="{_e(dim)}">'
+                         f'<span>{_e(dim)}</span></th>')
+        else:
+            head1.append(f'<th colspan="{len(members)}" data-dimension="{_e(dim)}">{_e(dim)}</th>')
+        if not single:
+            head2 += [f'<th title="{_e(c)}"><span>{_e(c.partition(":")[2])}</span></th>' for c in members]
+    families: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for r in results:
+        families.setdefault(r.get("family") or r["subject"], {}).setdefault(r["subject"], {})[r["cell"]] = r
+    bodies = []
+    for family in sorted(families):
+        rows = [f'<tr class="family-row"><th colspan="{len(cells) + 1}">{_e(family)}</th></tr>']
+        for subject in sorted(families[family]):
+            row = families[family][subject]
+            known = next((r["expected_failure"] for r in row.values() if r.get("expected_failure")), None)
+            badge = f'<span class="badge" title="{_e(known)}">known bug</span>' if known else ""
+            tds = []
+            for c in cells:
+                r = row.get(c)
+                if r is None:
+                    tds.append('<td class="cell none" title="not run"></td>')
+                    continue
+                idx, outcome = ids[(subject, c)], r["outcome"]
+                classes = ["cell", f"o-{outcome}"] + (["known"] if known and outcome in FAILING else [])
+                if (subject, c) in marks:
+                    classes.append(marks[(subject, c)])
+                tip = f"{subject}[{c}]: {outcome}" + (f" ({r['finding']})" if r.get("finding") else "")
+                tds.append(f'<td class="{" ".join(classes)}" data-outcome="{_e(outcome)}" '
+                           f'style="background:{COLOURS.get(outcome, "#999")}"><a href="#{idx}" data-detail="{idx}" '
+                           f'title="{_e(tip)}">{LETTERS.get(outcome, "?")}</a></td>')
+            rows.append(f'<tr class="subject" data-subject="{_e(subject)}" data-known="{1 if known else 0}">'
+                        f'<th class="subject" scope="row">{_e(subject)}{badge}</th>{"".join(tds)}</tr>')
+        bodies.append(f'<tbody class="family" data-family="{_e(family)}">{"".join(rows)}</tbody>')
+    return (f'<section class="matrix-section"><h2>Matrix</h2><div class="matrix-wrap"><table class="matrix">'
+            f'<thead><tr class="dims">{"".join(head1)}</tr><tr class="values">{"".join(head2)}</tr></thead>'
+            f'{"".join(bodies)}</table></div></section>')
+
+
+def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = None) -> str:
+    """The report page for ``document`` (as read by ``read_results``), with the diff if ``baseline``."""
+    results = sorted(document.get("results") or (), key=lambda r: (r.get("family") or "", r["subject"],
+                                                                   _cell_key(r["cell"])))
+    ids = {(r["subject"], r["cell"]): f"d{i}" for i, r in enumerate(results)}
+    diff = diff_documents(baseline, document) if baseline is not None else None
+    marks: dict[tuple[str, str], str] = {}
+    changes: dict[tuple[str, str], str] = {}
+    if diff is not None:
+        for kind, group in (("regressed", diff.regressions), ("fixed", diff.fixes), ("changed", diff.changed),
+                            ("new", diff.new_cells)):
+            for c in group:
+                marks[(c.subject, c.cell)] = kind
+                changes[(c.subject, c.cell)] = c.line()
+    families = sorted({r.get("family") or r["subject"] for r in results})
+    subjects = len({r["subject"] for r in results})
+    body = [_header(document), "<main>", _summary(results, subjects)]
+    if diff is not None:
+        body.append(_diff_section(diff, ids))
+    if results:
+        body += [_filters(families), _matrix(results, ids, marks)]
+    else:
+        body.append('<section><p class="muted">This results file holds no cells.</p></section>')
+    body.append("</main>")
+    details = "".join(_detail(ids[(r["subject"], r["cell"])], r, changes.get((r["subject"], r["cell"])))
+                      for r in results)
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+            'style-src \'unsafe-inline\'; script-src \'unsafe-inline\'; img-src data:">'
+            f'<title>Triton conformance report \u2014 {_e(document.get("created") or "")}</title>'
+            f'<style>{CSS}</style><noscript><style>#panel, .detail {{ display: block !important; '
+            f'position: static !important; width: auto !important; }}</style></noscript></head><body>'
+            f'{"".join(body)}<aside id="panel" hidden aria-label="cell detail">'
+            f'<button type="button" class="close" title="close (Esc)">\u00d7</button>{details}</aside>'
+            f'<script>{JS}</script></body></html>\n')
+
+
+def write_html(path: str, document: dict[str, Any], *, baseline: dict[str, Any] | None = None) -> str:
+    """Write the report for ``document`` to ``path``; returns the absolute path."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(render_html(document, baseline=baseline))
+    os.replace(tmp, path)
+    return path

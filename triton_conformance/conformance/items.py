@@ -48,6 +48,10 @@ class ConformanceItem(pytest.Item):
             seed = zlib.crc32(f"{self.runner.seed}:{self.nodeid}".encode())
         result = self.runner.executor.run(self.subject, self.cell, seed=seed)
         self.user_properties.append((PROPERTY, result.to_dict()))
+        # Plain strings for --junitxml, which writes each user property as a <property>.
+        self.user_properties += [("conformance_subject", result.subject), ("conformance_cell", result.cell),
+                                 ("conformance_outcome", result.outcome),
+                                 ("conformance_finding", result.finding or "")]
         if result.outcome == "skipped":
             pytest.skip(result.message)
         if not result.passed:

@@ -91,3 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "triton_conformance_session")
+    alluredir = config.getoption("allure_report_dir", None)  # set only when allure-pytest is active
+    if alluredir:
+        from triton_conformance.reports.allure import AllureConformance
+
+        config.pluginmanager.register(AllureConformance(config, session, alluredir), "triton_conformance_allure")

@@ -2,18 +2,34 @@
 
 - ``triton-conformance run [options] [-- pytest args]``: run the battery over the
   subjects declared in the current project (its conftest.py, ini option or
-  entry points) and write the results JSON.
+  entry points) and write the results JSON, with the HTML report beside it.
 - ``triton-conformance show RESULTS``: print the matrix of a results file.
+- ``triton-conformance report RESULTS [-o report.html] [--baseline OLD]``:
+  render the self-contained HTML report, with the diff against OLD.
+- ``triton-conformance diff OLD NEW``: print what changed; exit status 1 if
+  any cell regressed, so a nightly job can fail on it.
+
+Unreadable, malformed or foreign results files exit with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import time
 
 from triton_conformance.options import add_conformance_options
 
 __all__ = ["main"]
+
+EXIT_USAGE = 2
+HELP_BASELINE = "an earlier results JSON: the report also shows what changed since then"
+
+
+def _add_baseline(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", metavar="OLD.json", default=None, help=HELP_BASELINE)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,15 +39,53 @@ def _parser() -> argparse.ArgumentParser:
     add_conformance_options(run.add_argument, prefix="--")
     run.add_argument("-n", "--workers", default=None,
                      help="pytest-xdist workers ('auto' for one per CPU, or per GPU with --device cuda)")
+    _add_baseline(run)
     run.add_argument("pytest_args", nargs="*", help="extra arguments for pytest, after --")
     show = sub.add_parser("show", help="print the matrix of a results file")
     show.add_argument("results", help="a results JSON written by a run")
+    report = sub.add_parser("report", help="render the HTML report of a results file")
+    report.add_argument("results", help="a results JSON written by a run")
+    report.add_argument("-o", "--output", metavar="REPORT.html", default=None,
+                        help="where to write the page [default: the results path with .html]")
+    _add_baseline(report)
+    diff = sub.add_parser("diff", help="compare two results files; exit status 1 on any regression")
+    diff.add_argument("old", help="the baseline results JSON")
+    diff.add_argument("new", help="the results JSON to judge")
+    diff.add_argument("--json", action="store_true", help="print the diff as JSON instead of text")
     return parser
+
+
+def _read(command: str, path: str) -> dict:
+    """The document at ``path``; raises SystemExit(2) with the reason if it cannot be used."""
+    from triton_conformance.reports.results_json import check_cells, read_results
+
+    try:
+        return check_cells(read_results(path), path)
+    except (OSError, ValueError) as exc:
+        print(f"triton-conformance {command}: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def html_path_for(results: str) -> str:
+    """``results.json`` -> ``results.html``, beside it."""
+    root, ext = os.path.splitext(results)
+    return (root if ext.lower() == ".json" else results) + ".html"
+
+
+class _ResultsPath:
+    """A pytest plugin that learns where the session writes the results JSON."""
+
+    path: str | None = None
+
+    def pytest_configure(self, config) -> None:  # noqa: ANN001
+        session = config.pluginmanager.get_plugin("triton_conformance_session")
+        self.path = getattr(session, "results_path", None)
 
 
 def _run(args: argparse.Namespace) -> int:
     import pytest
 
+    baseline = _read("run", args.baseline) if args.baseline else None
     argv = ["--conformance-only"]
     for name in ("device", "profile", "results", "seed", "isolation", "timeout"):
         value = getattr(args, f"conformance_{name}")
@@ -40,21 +94,23 @@ def _run(args: argparse.Namespace) -> int:
     if args.workers not in (None, "0", "1"):
         argv += ["-p", "xdist", "-n", str(args.workers)]
     argv += ["-q", "-rN"] + list(args.pytest_args)
-    code = pytest.main(argv)
+    started = time.time()
+    where = _ResultsPath()
+    code = pytest.main(argv, plugins=[where])
     # Failing cells are the report, not an error of the run; known bugs are xfail.
+    if where.path and os.path.exists(where.path) and os.path.getmtime(where.path) >= started - 1:
+        from triton_conformance.reports.html import write_html
+
+        page = write_html(html_path_for(where.path), _read("run", where.path), baseline=baseline)
+        print(f"report: {page}")
     return int(code)
 
 
 def _show(args: argparse.Namespace) -> int:
     from triton_conformance.conformance.outcomes import CellResult
-    from triton_conformance.reports.results_json import read_results
     from triton_conformance.reports.terminal import matrix_lines
 
-    try:
-        doc = read_results(args.results)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"triton-conformance show: {exc}", file=sys.stderr)
-        return 2
+    doc = _read("show", args.results)
     env = doc["environment"]
     print(f"{env.get('device_name')} | triton {env.get('triton')} | torch {env.get('torch')} | "
           f"profile {env.get('profile')} | {doc.get('created')}")
@@ -63,11 +119,38 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from triton_conformance.reports.html import write_html
+
+    doc = _read("report", args.results)
+    baseline = _read("report", args.baseline) if args.baseline else None
+    try:
+        page = write_html(args.output or html_path_for(args.results), doc, baseline=baseline)
+    except OSError as exc:
+        print(f"triton-conformance report: cannot write {args.output!r}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(page)
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from triton_conformance.reports.diff import diff_documents
+
+    diff = diff_documents(_read("diff", args.old), _read("diff", args.new))
+    if args.json:
+        print(json.dumps(diff.to_dict(), indent=1, default=str))
+    else:
+        print("\n".join(diff.summary_lines()))
+    return 1 if diff.has_regressions else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "run":
-        return _run(args)
-    return _show(args)
+    commands = {"run": _run, "show": _show, "report": _report, "diff": _diff}
+    try:
+        return commands[args.command](args)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
 
 
 if __name__ == "__main__":

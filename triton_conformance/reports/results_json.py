@@ -33,7 +33,8 @@ from typing import Iterable
 
 from triton_conformance.conformance.outcomes import OUTCOMES, CellResult
 
-__all__ = ["SCHEMA", "VERSION", "environment", "results_document", "write_results", "read_results"]
+__all__ = ["SCHEMA", "VERSION", "environment", "results_document", "write_results", "read_results",
+           "check_cells"]
 
 SCHEMA = "triton-conformance/results"
 VERSION = 1
@@ -109,4 +110,18 @@ def read_results(path: str) -> dict:
                          f"expected {SCHEMA!r}")
     if doc.get("version") != VERSION:
         raise ValueError(f"results file {path!r}: version={doc.get('version')!r}, expected {VERSION}")
+    return doc
+
+
+def check_cells(doc: dict, path: str) -> dict:
+    """Raise ValueError naming the first cell that lacks a subject, cell or known outcome; else return ``doc``."""
+    results = doc.get("results")
+    if not isinstance(results, list):
+        raise ValueError(f"results file {path!r}: results={type(results).__name__}, expected a list of cells")
+    for i, r in enumerate(results):
+        if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ("subject", "cell", "outcome")):
+            raise ValueError(f"results file {path!r}: results[{i}] lacks a subject, cell or outcome string")
+        if r["outcome"] not in OUTCOMES:
+            raise ValueError(f"results file {path!r}: results[{i}].outcome={r['outcome']!r}, "
+                             f"expected one of {OUTCOMES}")
     return doc

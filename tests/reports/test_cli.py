@@ -1,0 +1,87 @@
+"""``triton-conformance report`` and ``diff``: outputs, exit statuses, and errors for bad files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.reports._documents import document, result
+from triton_conformance.cli import html_path_for, main
+
+
+@pytest.fixture
+def files(tmp_path):
+    old = document([result("k", "memory", "honoured"), result("k", "shape:tiny", "wrong")])
+    new = document([result("k", "memory", "wrong"), result("k", "shape:tiny", "honoured")])
+    fixed = document([result("k", "memory", "honoured"), result("k", "shape:tiny", "honoured")])
+    paths = {}
+    for name, doc in (("old", old), ("new", new), ("fixed", fixed)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(doc))
+    paths["malformed"] = tmp_path / "malformed.json"
+    paths["malformed"].write_text("{not json")
+    paths["v2"] = tmp_path / "v2.json"
+    paths["v2"].write_text(json.dumps(dict(old, version=2)))
+    paths["foreign"] = tmp_path / "foreign.json"
+    paths["foreign"].write_text(json.dumps({"schema": "pytest-benchmark", "version": 1}))
+    paths["cellless"] = tmp_path / "cellless.json"
+    paths["cellless"].write_text(json.dumps(dict(old, results=[{"subject": "k", "cell": "memory"}])))
+    paths["missing"] = tmp_path / "missing.json"
+    return {k: str(v) for k, v in paths.items()}
+
+
+def test_report_writes_html_beside_the_results_by_default(files, capsys):
+    assert main(["report", files["new"]]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.endswith("new.html") and out == html_path_for(files["new"])
+    assert open(out, encoding="utf-8").read().startswith("<!DOCTYPE html>")
+
+
+def test_report_with_output_and_baseline_shows_the_diff(files, tmp_path, capsys):
+    target = tmp_path / "out" / "page.html"
+    assert main(["report", files["new"], "-o", str(target), "--baseline", files["old"]]) == 0
+    page = target.read_text()
+    assert 'id="diff"' in page and "k[memory]: honoured -&gt; wrong (mismatch)" in page
+    assert main(["report", files["new"], "-o", str(tmp_path / "plain.html")]) == 0
+    assert 'id="diff"' not in (tmp_path / "plain.html").read_text()
+
+
+def test_diff_exit_status_is_one_on_regressions_only(files, capsys):
+    assert main(["diff", files["old"], files["new"]]) == 1
+    text = capsys.readouterr().out
+    assert "1 regression, 1 fix," in text and "k[memory]: honoured -> wrong (mismatch)" in text
+    assert main(["diff", files["old"], files["fixed"]]) == 0
+    assert "0 regressions, 1 fix," in capsys.readouterr().out
+    assert main(["diff", files["old"], files["old"]]) == 0
+
+
+def test_diff_json(files, capsys):
+    assert main(["diff", files["old"], files["new"], "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [(c["subject"], c["cell"], c["old"], c["new"]) for c in data["regressions"]] == [
+        ("k", "memory", "honoured", "wrong")]
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ("missing", "missing.json' does not exist"),
+    ("malformed", "malformed.json' is not valid JSON"),
+    ("v2", "version=2, expected 1"),
+    ("foreign", "schema='pytest-benchmark', expected 'triton-conformance/results'"),
+    ("cellless", "results[0] lacks a subject, cell or outcome string"),
+])
+@pytest.mark.parametrize("command", ["report", "report-baseline", "diff-old", "diff-new", "show"])
+def test_bad_files_exit_2_with_the_reason(files, capsys, bad, message, command):
+    argv = {"report": ["report", files[bad]],
+            "report-baseline": ["report", files["new"], "--baseline", files[bad]],
+            "diff-old": ["diff", files[bad], files["new"]],
+            "diff-new": ["diff", files["old"], files[bad]],
+            "show": ["show", files[bad]]}[command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"triton-conformance {command.split('-')[0]}: ") and message in err
+
+
+def test_html_path_for():
+    assert html_path_for("a/results.json") == "a/results.html"
+    assert html_path_for("a/results") == "a/results.html"

@@ -121,7 +121,7 @@ def test_battery_reports_every_cell_and_catches_the_wrong_subject(pytester: pyte
 def test_crash_and_hang_are_recorded_and_nothing_else_is_lost(pytester: pytest.Pytester) -> None:
     _project(pytester, {"toy_subjects": SUBJECTS, "bad_subjects": CRASHING})
     result = pytester.runpytest_subprocess(
-        "--conformance-only", "--conformance-timeout=5", "-k", "layout and contiguous",
+        "--conformance-only", "--conformance-timeout=10", "-k", "layout and contiguous",
     )
     doc = _results(pytester)
     by_cell = {(r["subject"], r["cell"]): r for r in doc["results"]}

@@ -29,6 +29,7 @@ def main(argv: list[str]) -> int:
     for module in init["modules"]:
         importlib.import_module(module)
     backend = current_backend(device)
+    send(outbox, {"type": "ready"})  # start-up (torch, triton, probes) is not charged to a cell
     while True:
         request = receive(inbox)
         if request is None:

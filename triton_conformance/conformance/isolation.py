@@ -24,6 +24,8 @@ from typing import Any
 __all__ = ["WorkerPool", "send", "receive"]
 
 _HEADER = struct.Struct("!I")
+# Importing torch and triton in a fresh process takes seconds, more on a loaded machine.
+STARTUP_TIMEOUT = 300.0
 
 
 def send(fd: int, message: Any) -> None:
@@ -75,6 +77,23 @@ class _Worker:
         os.close(to_child_r)
         os.close(from_child_w)
         send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules})
+        self.ready = False
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> str | None:
+        """None once the worker has started; else why it did not."""
+        if self.ready:
+            return None
+        try:
+            reply = receive(self._from_child, time.monotonic() + timeout)
+        except TimeoutError:
+            self.kill()
+            return f"worker process did not start within {timeout:g} s:\n{self.stderr_tail()}"
+        if reply is None:
+            return self._death()
+        if reply.get("type") != "ready":
+            return f"worker process failed to start: {reply.get('error', reply)}"
+        self.ready = True
+        return None
 
     def stderr_tail(self, limit: int = 3000) -> str:
         self._stderr.seek(0)
@@ -82,6 +101,9 @@ class _Worker:
 
     def request(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:
         """Run one request: ("result", value, last_spec), or ("died" / "timeout" / "error", detail, last_spec)."""
+        problem = self.wait_ready()
+        if problem is not None:
+            return "died", problem, None
         deadline = None if timeout is None else time.monotonic() + timeout
         last_spec = None
         try:

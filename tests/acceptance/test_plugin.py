@@ -188,3 +188,49 @@ def test_cli_show_prints_the_matrix_and_rejects_bad_files(pytester: pytest.Pytes
     missing = pytester.run(sys.executable, "-m", "triton_conformance.cli", "show", "nope.json")
     missing.stderr.fnmatch_lines(["*nope.json* does not exist*"])
     assert missing.ret == 2
+
+
+ONE_SUBJECT = '''
+from triton_conformance import Dim, Tensor, subject
+
+@subject(inputs={"x": Tensor(("N",), dtypes=("float32",), layouts="any")},
+         dims={"N": Dim(1, 16)}, oracle=lambda x: x * 2, family="toy")
+def {name}(x):
+    return x * 2
+'''
+
+
+def test_subjects_are_discovered_from_the_ini_option(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(ini_subjects=ONE_SUBJECT.replace("{name}", "from_ini"))
+    pytester.makeini("[pytest]\nconformance_modules =\n    ini_subjects\n")
+    result = pytester.runpytest_subprocess("--conformance-only", "-k", "contiguous", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*from_ini *H*"])
+    assert result.ret == 0
+
+
+def test_subjects_are_discovered_from_an_entry_point(pytester: pytest.Pytester, monkeypatch) -> None:
+    # A distribution on sys.path that advertises a subject module in our entry-point group.
+    site = pytester.mkdir("site")
+    (site / "ep_subjects.py").write_text(ONE_SUBJECT.replace("{name}", "from_entry_point"))
+    dist = site / "ep_subjects-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-subjects\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[triton_conformance.subjects]\nep = ep_subjects\n")
+    pytester.makeconftest("")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    result = pytester.runpytest_subprocess("--conformance-only", "-k", "contiguous", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*from_entry_point *H*"])
+    assert result.ret == 0
+
+
+def test_a_bad_declaration_is_a_usage_error_naming_the_field(pytester: pytest.Pytester) -> None:
+    _project(pytester, {"broken_subjects": '''
+from triton_conformance import Dim, Tensor, subject
+
+@subject(inputs={"x": Tensor(("M", "K"))}, dims={"M": Dim(1, 8)}, oracle=lambda x: x)
+def broken(x):
+    return x
+'''})
+    result = pytester.runpytest_subprocess("--conformance-only")
+    result.stderr.fnmatch_lines(["ERROR: Contract: inputs*shape='K', expected a dim declared in dims=*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR

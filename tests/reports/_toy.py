@@ -37,6 +37,20 @@ SELECTION = "contiguous or transposed or (float16 and not bfloat16)"
 CELLS = {"layout:contiguous", "layout:transposed", "dtype:float16"}
 
 
+CONFTEST = """
+def pytest_conformance_modules(config):
+    return ["toy_subjects"]
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    # Whether the plugin registered its Allure hooks in this (controller) process.
+    terminalreporter.write_line(f"ALLURE-HOOKS {config.pluginmanager.has_plugin('triton_conformance_allure')}")
+"""
+# Cells run in the pytest process itself: these runs test the report plumbing, not isolation.
+ARGS = ("--conformance-only", "--conformance-isolation=none", "-k", SELECTION, "-p", "no:cacheprovider")
+XDIST = ("-p", "xdist", "-n", "2")
+
+
 def make_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(toy_subjects=textwrap.dedent(SUBJECTS))
-    pytester.makeconftest("def pytest_conformance_modules(config):\n    return ['toy_subjects']\n")
+    pytester.makeconftest(CONFTEST)

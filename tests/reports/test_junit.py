@@ -6,14 +6,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.reports._toy import CELLS, SELECTION, make_project
+from tests.reports._toy import ARGS, CELLS, XDIST, make_project
 
 
 def test_junit_properties_under_xdist(pytester: pytest.Pytester) -> None:
     make_project(pytester)
-    result = pytester.runpytest_subprocess("--conformance-only", "-p", "xdist", "-n", "2", "-k", SELECTION,
-                                           "--junitxml=junit.xml", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*ARGS, *XDIST, "--junitxml=junit.xml")
     assert result.ret == 0, result.stdout.str()  # the only failures are the known bug's (xfail)
+    result.stdout.fnmatch_lines(["ALLURE-HOOKS False"])  # no --alluredir: no Allure hooks
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     seen = {}
     for case in cases:

@@ -82,6 +82,12 @@ class _ResultsPath:
         self.path = getattr(session, "results_path", None)
 
 
+def _plugin_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "triton_conformance.plugin" for ep in entry_points(group="pytest11"))
+
+
 def _run(args: argparse.Namespace) -> int:
     import pytest
 
@@ -93,6 +99,8 @@ def _run(args: argparse.Namespace) -> int:
             argv.append(f"--conformance-{name}={value}")
     if args.workers not in (None, "0", "1"):
         argv += ["-p", "xdist", "-n", str(args.workers)]
+    if not _plugin_installed():  # run from a checkout (e.g. a GPU machine where nothing installs)
+        argv += ["-p", "triton_conformance.plugin"]
     argv += ["-q", "-rN"] + list(args.pytest_args)
     started = time.time()
     where = _ResultsPath()

@@ -141,7 +141,9 @@ def _detail(idx: str, r: dict[str, Any], change: str | None) -> str:
 
 def _header(doc: dict[str, Any]) -> str:
     env = doc.get("environment") or {}
-    items = [("date", doc.get("created"))] + [(label, env.get(key)) for label, key in ENV_FIELDS]
+    created = str(doc.get("created") or "")
+    date = created.replace("T", " ").replace("+00:00", " UTC") if created else None
+    items = [("date", date)] + [(label, env.get(key)) for label, key in ENV_FIELDS]
     body = "".join(f"<div><dt>{_e(k)}</dt><dd>{_e(_fmt(v) if k != 'seed' or v is not None else 'derandomized')}"
                    f"</dd></div>" for k, v in items)
     return (f'<header><h1>Triton conformance report</h1><dl class="env">{body}</dl>'

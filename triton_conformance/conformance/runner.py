@@ -24,6 +24,7 @@ from triton_conformance.conformance.outcomes import CellResult, Finding
 from triton_conformance.conformance.replay import reproducer
 from triton_conformance.conformance.subject import Subject
 from triton_conformance.errors import InvalidArgument
+from triton_conformance.strategies._internal.layouts import strides_for
 from triton_conformance.strategies._internal.specs import Spec, specs
 
 __all__ = ["PROFILES", "Violation", "run_cell", "profile_settings"]
@@ -91,6 +92,41 @@ def minimize_dims(subject: Subject, spec: Spec, finding: Finding, fails: Callabl
     return spec, finding
 
 
+def error_by_size(subject: Subject, spec: Spec, backend: Backend, *, determinism: bool = False,
+                  points: int = 8) -> tuple[str, list[dict]]:
+    """Max abs error against the size of the counterexample's largest dim, for a plot.
+
+    Sizes run from the contract's minimum to twice the failing size, so a bug
+    that starts at 1025 shows as a step there.  A non-numeric failure plots as NaN.
+    """
+    sym = max(spec.dims, key=lambda s: spec.dims[s])
+    d = subject.contract.dims[sym]
+    top = min(d.max, max(2 * spec.dims[sym], d.min + 1))
+    sizes = sorted({d.min, spec.dims[sym] - 1, spec.dims[sym], top} |
+                   {int(d.min + (top - d.min) * i / (points - 1)) for i in range(points)})
+    series = []
+    for n in (n for n in sizes if d.min <= n <= d.max):
+        verdict = run_example(subject, replace(spec, dims={**spec.dims, sym: n}), backend, determinism=determinism)
+        if isinstance(verdict, Finding):
+            err = verdict.details.get("max_abs_err")
+            series.append({"x": n, "y": float(err) if err is not None else float("nan"), "outcome": verdict.outcome})
+        else:
+            series.append({"x": n, "y": 0.0, "outcome": verdict})
+    return sym, series
+
+
+def counterexample(subject: Subject, spec: Spec) -> dict:
+    """The spec as a dict, with each input's real shape, strides and storage offset."""
+    out = spec.to_dict()
+    tensors = {}
+    for name, decl in subject.contract.inputs.items():
+        shape = tuple(spec.dims[s] for s in decl.shape)
+        strides, offset, _ = strides_for(shape, spec.layout(name))
+        tensors[name] = {"shape": shape, "strides": strides, "storage_offset": offset, "dtype": spec.dtypes[name]}
+    out["tensors"] = tensors
+    return out
+
+
 def run_cell(
     subject: Subject,
     cell: str,
@@ -151,9 +187,13 @@ def run_cell(
         spec, f = v.spec, v.finding
         if not cell.startswith("shape:"):  # a shape cell's dims stay in its class
             spec, f = minimize_dims(subject, spec, f, fails)
+        details = dict(f.details)
+        if kind == "honour":
+            sym, details["series"] = error_by_size(subject, spec, backend, determinism=(cell == "determinism"))
+            details["series_labels"] = {"x": f"{sym} (other dims as in the counterexample)", "y": "max abs error"}
         return CellResult(
-            outcome=f.outcome, finding=f.kind, message=f.message, details=dict(f.details),
-            counterexample=spec.to_dict(), reproducer=reproducer(subject, cell, spec, f, backend),
+            outcome=f.outcome, finding=f.kind, message=f.message, details=details,
+            counterexample=counterexample(subject, spec), reproducer=reproducer(subject, cell, spec, f, backend),
             examples=sum(counts.values()), rejected_examples=counts[EXAMPLE_REJECTED],
             duration_s=time.perf_counter() - start, compiles=n_compiles, **base,
         )

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES, Contract
 from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, layout_applies, strides_for
-from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, Spec
+from triton_conformance.strategies._internal.specs import Spec
 
-__all__ = ["SHAPE_CLASSES", "PROBED_DTYPES", "cells_for", "skip_reason", "expectation", "Expectation"]
+__all__ = ["SHAPE_CLASSES", "PROBED_DTYPES", "DIMENSIONS", "cells_for", "cell_sort_key", "skip_reason", "expectation",
+           "Expectation"]
 
 SHAPE_CLASSES = ("tiny", "non-pow2", "beyond-block", "empty", "beyond-range")
 # Float dtypes every float subject is probed with; unclaimed ones must be rejected.
@@ -144,5 +145,3 @@ def expectation(contract: Contract, spec: Spec) -> Expectation:
         return Expectation("either", tuple(either))
     return Expectation("honour")
 
-
-__all__ += ["BEYOND_BLOCK"]

@@ -1,0 +1,378 @@
+"""Statistical tests for stochastic subjects, with the standard library only.
+
+Every test returns a :class:`StatResult` (statistic, expected, p-value, n and a
+one-line description) so that a failing cell can print what it saw, what it
+expected and how surprising that is. A check fails when ``p_value < alpha``,
+where ``alpha`` is the per-check false-positive rate (see :func:`bonferroni`).
+
+The tests are exact where that is cheap (the binomial test) and otherwise use
+the classical large-sample distributions whose validity conditions are stated
+in each docstring (Pearson chi-square, Kolmogorov-Smirnov). No scipy: CI does
+not promise it, and the few special functions needed fit in a page.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+__all__ = [
+    "StatResult",
+    "agreement_expected",
+    "binomial_power",
+    "binomial_sample_size",
+    "binomial_test",
+    "bonferroni",
+    "chi_square_uniformity",
+    "gamma_q",
+    "kolmogorov_q",
+    "ks_uniform",
+    "normal_quantile",
+]
+
+# Outcomes whose log-probability is within this of the observed one count as
+# "as likely" (lgamma's rounding at n ~ 1e7 is about 1e-8 in log space).
+_LOG_TIE = 1e-7
+# Tail sums stop once the geometric bound on what is left is this small, relatively.
+_TAIL_EPS = 1e-17
+
+
+@dataclass(frozen=True, slots=True)
+class StatResult:
+    """The outcome of one test: reject the model at level ``alpha`` when ``p_value < alpha``."""
+
+    test: str  # "binomial", "chi-square", "ks"
+    statistic: float  # what was observed (a rate, a chi-square value, a KS distance)
+    expected: float  # its value under the model (a probability, or the statistic's mean)
+    p_value: float
+    n: int  # number of trials or samples behind the statistic
+    description: str = ""  # what was tested, for the failure message
+
+    def rejects(self, alpha: float) -> bool:
+        return self.p_value < alpha
+
+    def describe(self) -> str:
+        what = f"{self.description}: " if self.description else ""
+        return (
+            f"{what}{self.test} test, observed {self.statistic:.6g}, expected {self.expected:.6g}, "
+            f"n={self.n}, p-value={self.p_value:.3g}"
+        )
+
+
+def _check_probability(name, value, *, open_low=False, open_high=False):
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name}={value!r}, expected a real number")
+    value = float(value)
+    low_ok = value > 0 if open_low else value >= 0
+    high_ok = value < 1 if open_high else value <= 1
+    if not (low_ok and high_ok):
+        interval = ("(" if open_low else "[") + "0, 1" + (")" if open_high else "]")
+        raise ValueError(f"{name}={value!r}, expected a probability in {interval}")
+    return value
+
+
+def _check_count(name, value, minimum=0):
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name}={value!r}, expected an int")
+    if value < minimum:
+        raise ValueError(f"{name}={value!r}, expected an int >= {minimum}")
+    return int(value)
+
+
+# %% Binomial ---------------------------------------------------------------
+
+
+def _log_pmf(j, n, p):
+    return math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * math.log(p) + (n - j) * math.log1p(-p)
+
+
+def _log_tail(start, n, p, step):
+    """log P(X = start) + log of the sum of P(X = j)/P(X = start) walking from ``start`` by ``step`` (+1 or -1).
+
+    Assumes the walk moves away from the mode, so the ratio of successive terms
+    is at most 1 and shrinks (the pmf is log-concave); the sum stops when the
+    geometric bound ``term * r / (1 - r)`` on the remainder is negligible.
+    """
+    total, term, j = 1.0, 1.0, start
+    while 0 <= j + step <= n:
+        if step < 0:
+            ratio = j * (1 - p) / ((n - j + 1) * p)  # P(j-1) / P(j)
+        else:
+            ratio = (n - j) * p / ((j + 1) * (1 - p))  # P(j+1) / P(j)
+        term *= ratio
+        total += term
+        j += step
+        if ratio < 1 and term * ratio / (1 - ratio) < _TAIL_EPS * total:
+            break
+    return _log_pmf(start, n, p) + math.log(total)
+
+
+def binomial_test(k, n, p, description=""):
+    """Exact two-sided binomial test of ``k`` successes in ``n`` trials against success probability ``p``.
+
+    The p-value is the total probability, under Binomial(n, p), of every
+    outcome no more likely than the observed one (the "minimum likelihood"
+    definition used by R's ``binom.test``; ties within a relative 1e-7 count as
+    equally likely). It is computed in log space with ``math.lgamma``, and each
+    tail is summed outwards from its inner end only until the remainder is
+    negligible, so ``n`` up to about 1e7 costs milliseconds.
+
+    ``p = 0`` and ``p = 1`` are exact: the only possible outcome (``k = 0``,
+    respectively ``k = n``) has p-value 1, every other outcome p-value 0.
+    """
+    n = _check_count("n", n)
+    k = _check_count("k", k)
+    if k > n:
+        raise ValueError(f"k={k}, expected 0 <= k <= n={n}")
+    p = _check_probability("p", p)
+    rate = k / n if n else p
+
+    def result(p_value):
+        return StatResult("binomial", rate, p, min(1.0, p_value), n, description)
+
+    if n == 0:
+        return result(1.0)
+    if p == 0.0 or p == 1.0:
+        certain = 0 if p == 0.0 else n
+        return result(1.0 if k == certain else 0.0)
+    mode = min(n, math.floor((n + 1) * p))  # the pmf rises up to mode and falls after it
+    if k == mode:
+        return result(1.0)
+    threshold = _log_pmf(k, n, p) + _LOG_TIE
+    if k < mode:
+        near = _log_tail(k, n, p, -1)
+        # the first outcome past the mode that is no more likely than k (binary search: pmf falls there)
+        lo, hi = mode, n + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _log_pmf(mid, n, p) <= threshold:
+                hi = mid
+            else:
+                lo = mid + 1
+        far = _log_tail(lo, n, p, +1) if lo <= n else -math.inf
+    else:
+        near = _log_tail(k, n, p, +1)
+        # the last outcome before the mode that is no more likely than k (pmf rises there)
+        lo, hi = -1, mode
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _log_pmf(mid, n, p) <= threshold:
+                lo = mid
+            else:
+                hi = mid - 1
+        far = _log_tail(lo, n, p, -1) if lo >= 0 else -math.inf
+    return result(math.exp(near) + math.exp(far))
+
+
+# %% Chi-square -------------------------------------------------------------
+
+
+def gamma_q(a, x):
+    """The regularized upper incomplete gamma function Q(a, x) = Gamma(a, x) / Gamma(a), for a > 0, x >= 0.
+
+    Below ``x = a + 1`` the power series of P(a, x) converges fast and Q = 1 - P;
+    above it the continued fraction for Q converges fast (evaluated with the
+    modified Lentz method), so neither is asked to do what it does badly.
+    """
+    if a <= 0 or x < 0:
+        raise ValueError(f"gamma_q(a={a!r}, x={x!r}), expected a > 0 and x >= 0")
+    if x == 0:
+        return 1.0
+    log_prefactor = a * math.log(x) - x - math.lgamma(a)  # log(x^a e^-x / Gamma(a))
+    if x < a + 1:
+        # P(a, x) = x^a e^-x / Gamma(a + 1) * sum_k x^k / ((a+1)...(a+k))
+        term = total = 1.0 / a
+        denominator = a
+        for _ in range(10_000):
+            denominator += 1
+            term *= x / denominator
+            total += term
+            if term < total * 1e-17:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_prefactor))
+    # Q(a, x) = x^a e^-x / Gamma(a) * 1 / (x + 1 - a - 1(1-a) / (x + 3 - a - 2(2-a) / (x + 5 - a - ...)))
+    tiny = 1e-300
+    b = x + 1 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    fraction = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        delta = d * c
+        fraction *= delta
+        if abs(delta - 1) < 1e-16:
+            break
+    return math.exp(log_prefactor) * fraction
+
+
+def chi_square_uniformity(counts, expected_probs=None, description=""):
+    """Pearson's chi-square goodness-of-fit test of ``counts`` against category probabilities ``expected_probs``.
+
+    ``counts`` are the observed counts of k >= 2 categories; ``expected_probs``
+    (default: all equal) must be positive and sum to 1. The statistic
+    ``X = sum (O - E)^2 / E`` is referred to the chi-square distribution with
+    k - 1 degrees of freedom: p-value = Q((k - 1)/2, X/2). That limit is
+    reliable when every expected count is at least 5, so smaller ones are
+    refused (pool categories or take more samples). ``expected`` in the result
+    is the statistic's mean under the model, k - 1.
+    """
+    counts = [_check_count("counts[i]", c) for c in counts]
+    k = len(counts)
+    if k < 2:
+        raise ValueError(f"len(counts)={k}, expected at least 2 categories")
+    if expected_probs is None:
+        expected_probs = [1.0 / k] * k
+    probs = [_check_probability("expected_probs[i]", q, open_low=True) for q in expected_probs]
+    if len(probs) != k:
+        raise ValueError(f"len(expected_probs)={len(probs)}, expected len(counts)={k}")
+    if abs(math.fsum(probs) - 1) > 1e-9:
+        raise ValueError(f"sum(expected_probs)={math.fsum(probs)!r}, expected 1")
+    total = sum(counts)
+    expected = [total * q for q in probs]
+    if min(expected) < 5:
+        raise ValueError(f"smallest expected count={min(expected):.3g}, expected >= 5 for the chi-square limit to hold")
+    statistic = math.fsum((o - e) ** 2 / e for o, e in zip(counts, expected))
+    p_value = gamma_q((k - 1) / 2, statistic / 2)
+    return StatResult("chi-square", statistic, float(k - 1), p_value, total, description)
+
+
+# %% Kolmogorov-Smirnov -----------------------------------------------------
+
+
+def kolmogorov_q(lam):
+    """P(K > lam) for the Kolmogorov distribution: 2 sum_{j>=1} (-1)^(j-1) exp(-2 j^2 lam^2).
+
+    For small ``lam`` that alternating series converges slowly, so there the
+    equivalent theta-function form 1 - sqrt(2 pi)/lam sum exp(-(2j-1)^2 pi^2 / (8 lam^2))
+    is used instead; both converge within a handful of terms on their side.
+    """
+    if lam <= 0:
+        return 1.0
+    if lam < 1.0:
+        s = sum(math.exp(-((2 * j - 1) ** 2) * math.pi**2 / (8 * lam * lam)) for j in range(1, 8))
+        return min(1.0, max(0.0, 1.0 - math.sqrt(2 * math.pi) / lam * s))
+    s = sum((-1) ** (j - 1) * math.exp(-2 * j * j * lam * lam) for j in range(1, 101))
+    return min(1.0, max(0.0, 2 * s))
+
+
+def ks_uniform(samples, description=""):
+    """One-sample Kolmogorov-Smirnov test of ``samples`` against U(0, 1).
+
+    ``D = sup |F_n(u) - u|`` over the empirical CDF ``F_n`` (values outside
+    [0, 1] are allowed and count as far from uniform). The p-value is the
+    asymptotic Kolmogorov distribution at ``(sqrt(n) + 0.12 + 0.11/sqrt(n)) * D``
+    (Stephens' small-sample correction), accurate to a few percent of the
+    p-value from n of about 30 up. ``samples`` is any sequence of reals or a
+    tensor (anything with ``tolist``). ``expected`` is D's asymptotic mean,
+    sqrt(pi/2) ln 2 / sqrt(n).
+    """
+    values = samples.tolist() if hasattr(samples, "tolist") else list(samples)
+    if values and isinstance(values[0], list):
+        raise ValueError("samples must be one-dimensional")
+    n = len(values)
+    if n == 0:
+        raise ValueError("samples is empty, expected at least one value")
+    if any(v != v for v in values):
+        raise ValueError("samples contains NaN")
+    values.sort()
+    d = 0.0
+    for i, v in enumerate(values):
+        cdf = min(1.0, max(0.0, v))
+        d = max(d, (i + 1) / n - cdf, cdf - i / n)
+    root = math.sqrt(n)
+    p_value = kolmogorov_q((root + 0.12 + 0.11 / root) * d)
+    return StatResult("ks", d, math.sqrt(math.pi / 2) * math.log(2) / root, p_value, n, description)
+
+
+# %% Planning: error rates and sample sizes ----------------------------------
+
+
+def bonferroni(alpha_per_run, n_checks):
+    """The per-check level that keeps the whole run's false-positive rate at most ``alpha_per_run``.
+
+    ``alpha_per_run / n_checks``: by the union bound, P(any of n_checks true
+    models is rejected) <= sum of the per-check rates, whatever the dependence
+    between the checks.
+    """
+    alpha_per_run = _check_probability("alpha_per_run", alpha_per_run, open_low=True, open_high=True)
+    n_checks = _check_count("n_checks", n_checks, minimum=1)
+    return alpha_per_run / n_checks
+
+
+def normal_quantile(q):
+    """The z with P(Z <= z) = q for a standard normal Z, by bisection on ``math.erfc`` (exact to about 1e-15)."""
+    q = _check_probability("q", q, open_low=True, open_high=True)
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if 0.5 * math.erfc(-mid / math.sqrt(2)) < q:  # P(Z <= mid); erfc keeps the lower tail accurate
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-15:
+            break
+    return (lo + hi) / 2
+
+
+def binomial_sample_size(p0, delta, alpha, power):
+    """Trials needed for a two-sided level-``alpha`` binomial test of p = p0 to reject, with probability
+    ``power``, when the true rate is off by ``delta`` or more.
+
+    For 0 < p0 < 1 this is the normal-approximation formula
+
+        n = ((z_{1-alpha/2} sqrt(p0 (1-p0)) + z_{power} sqrt(p1 (1-p1))) / delta)^2,
+
+    maximised over the alternatives p1 = p0 +- delta that lie in [0, 1] (the
+    nearer to 1/2 needs more trials), rounded up. Power only grows as the
+    deviation grows past delta. The exact test's power at this n is within a
+    few thousandths of ``power`` for n p0 (1 - p0) >~ 20 (see :func:`binomial_power`).
+
+    At p0 = 0 (or 1) any success (failure) is rejected outright, so the exact
+    answer is the n with (1 - delta)^n <= 1 - power.
+    """
+    p0 = _check_probability("p0", p0)
+    delta = _check_probability("delta", delta, open_low=True)
+    alpha = _check_probability("alpha", alpha, open_low=True, open_high=True)
+    power = _check_probability("power", power, open_low=True, open_high=True)
+    alternatives = [p1 for p1 in (p0 - delta, p0 + delta) if 0 <= p1 <= 1]
+    if not alternatives:
+        raise ValueError(f"delta={delta!r}, expected p0 - delta >= 0 or p0 + delta <= 1 (p0={p0!r})")
+    if p0 in (0.0, 1.0):
+        return max(1, math.ceil(math.log1p(-power) / math.log1p(-delta)))
+    z_alpha = normal_quantile(1 - alpha / 2)
+    z_power = normal_quantile(power)
+    sizes = [
+        ((z_alpha * math.sqrt(p0 * (1 - p0)) + z_power * math.sqrt(p1 * (1 - p1))) / delta) ** 2 for p1 in alternatives
+    ]
+    return max(1, math.ceil(max(sizes)))
+
+
+def binomial_power(n, p0, p1, alpha):
+    """Exact power of :func:`binomial_test` at level ``alpha``: P(p-value < alpha) when X ~ Binomial(n, p1).
+
+    Sums P_p1(X = k) over every k the test rejects. O(n) calls of the test, so
+    meant for checking sample sizes up to a few thousand, not for runs.
+    """
+    n = _check_count("n", n, minimum=1)
+    p1 = _check_probability("p1", p1)
+    total = 0.0
+    for k in range(n + 1):
+        if binomial_test(k, n, p0).p_value < alpha:
+            if p1 in (0.0, 1.0):
+                total += 1.0 if k == (0 if p1 == 0.0 else n) else 0.0
+            else:
+                total += math.exp(_log_pmf(k, n, p1))
+    return min(1.0, total)
+
+
+def agreement_expected(p):
+    """P(two independent keep-masks agree at one element) when each drops with probability p: p^2 + (1-p)^2."""
+    p = _check_probability("p", p)
+    return p * p + (1 - p) * (1 - p)

@@ -231,8 +231,12 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
     """Run every check on one example: a Finding, or ``"honoured"`` / ``"rejected"``."""
     contract = subject.contract
     expect = expectation(contract, spec)
-    built = build_inputs(contract, spec, sentinel="nan", device=backend.device)
-    call = _call(subject, built, spec, backend)
+
+    def run(sentinel: str, variant: int) -> tuple[BuiltInputs, _Call]:
+        inputs = build_inputs(contract, spec, sentinel=sentinel, device=backend.device)
+        return inputs, _call(subject, inputs, spec, backend, variant=variant)
+
+    built, call = run("nan", 0)
     if call.error is not None:
         if expect.kind in ("reject", "either") and _clean_rejection(call.error):
             return EXAMPLE_REJECTED
@@ -251,8 +255,7 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
     second = None
     findings: list[Finding] = []
     if contract.deterministic or determinism:
-        other = build_inputs(contract, spec, sentinel="big", device=backend.device)
-        second = _call(subject, other, spec, backend, variant=1)
+        _, second = run("big", 1)
         if second.error is not None:
             findings.append(Finding("crash", "exception", f"second call raised {second.error!r}",
                                     {"traceback": _exception_text(second.error)}))
@@ -264,9 +267,8 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
         # Repeat both calls: a kernel that reads outside its inputs answers each
         # sentinel the same way every time; a nondeterministic one need not.
         # (In the opposite order, so a result that merely alternates still shows.)
-        again2 = _call(subject, build_inputs(contract, spec, sentinel="big", device=backend.device), spec, backend,
-                       variant=1)
-        again = _call(subject, build_inputs(contract, spec, sentinel="nan", device=backend.device), spec, backend)
+        _, again2 = run("big", 1)
+        _, again = run("nan", 0)
         if (again.error is None and _differs(call, again)) or (again2.error is None and _differs(second, again2)):
             findings.append(Finding("wrong", "nondeterministic", "two calls on identical inputs gave different bits"))
         else:
@@ -275,7 +277,7 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
                 "output changed when only the memory around the inputs (gaps, padding, guard band) "
                 "changed: the kernel reads outside its inputs' elements"))
     elif determinism and not findings:
-        again = _call(subject, build_inputs(contract, spec, sentinel="nan", device=backend.device), spec, backend)
+        _, again = run("nan", 0)
         if again.error is None and _differs(call, again):
             findings.append(Finding("wrong", "nondeterministic", "two calls on identical inputs gave different bits"))
     found = worst(findings)

@@ -144,6 +144,15 @@ def test_chi_square_uniformity_worked_example():
     assert result.expected == 2.0 and result.n == 60
     assert result.p_value == pytest.approx(math.exp(-5))
     assert chi_square_uniformity([25, 75], [0.25, 0.75]).p_value == pytest.approx(1.0)
+    assert chi_square_uniformity(torch.tensor([10, 20, 30])).statistic == pytest.approx(10.0)
+
+
+def test_chi_square_accepts_uniform_bins_and_rejects_a_biased_bin():
+    u = torch.rand(50_000, generator=torch.Generator().manual_seed(5))
+    counts = torch.bincount((u * 32).long(), minlength=32)
+    assert chi_square_uniformity(counts).p_value > 1e-4
+    counts[0] += 400  # one bin 25% heavy (10 sd of its count): the kind of position bias a rate test misses
+    assert chi_square_uniformity(counts).p_value < 1e-6
 
 
 def test_chi_square_refuses_what_its_limit_does_not_cover():

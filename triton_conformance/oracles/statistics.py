@@ -223,12 +223,14 @@ def chi_square_uniformity(counts, expected_probs=None, description=""):
     refused (pool categories or take more samples). ``expected`` in the result
     is the statistic's mean under the model, k - 1.
     """
+    counts = counts.tolist() if hasattr(counts, "tolist") else counts  # a tensor, e.g. from torch.bincount
     counts = [_check_count("counts[i]", c) for c in counts]
     k = len(counts)
     if k < 2:
         raise ValueError(f"len(counts)={k}, expected at least 2 categories")
     if expected_probs is None:
         expected_probs = [1.0 / k] * k
+    expected_probs = expected_probs.tolist() if hasattr(expected_probs, "tolist") else expected_probs
     probs = [_check_probability("expected_probs[i]", q, open_low=True) for q in expected_probs]
     if len(probs) != k:
         raise ValueError(f"len(expected_probs)={len(probs)}, expected len(counts)={k}")

@@ -259,3 +259,10 @@ def test_agreement_expected_matches_simulated_independent_masks():
     a, b = torch.rand(n, generator=gen) >= p, torch.rand(n, generator=gen) >= p
     agree = int((a == b).sum())
     assert binomial_test(agree, n, agreement_expected(p)).p_value > 1e-4
+
+
+@pytest.mark.parametrize("alpha", [0.05, 1e-3, 1e-6])
+@pytest.mark.parametrize("n, p0", [(20, 0.5), (200, 0.1), (5000, 0.9), (130_000, 0.5), (1_000_000, 0.01)])
+def test_the_binomial_test_never_exceeds_its_level(n, p0, alpha):
+    # validity: under the null the exact test rejects with probability at most alpha
+    assert binomial_power(n, p0, p0, alpha) <= alpha

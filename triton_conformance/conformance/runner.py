@@ -25,7 +25,7 @@ from triton_conformance.conformance.replay import reproducer
 from triton_conformance.conformance.subject import Subject
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.strategies._internal.layouts import strides_for
-from triton_conformance.strategies._internal.specs import Spec, specs
+from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, Spec, specs
 
 __all__ = ["PROFILES", "Violation", "run_cell", "profile_settings"]
 
@@ -63,6 +63,18 @@ def profile_settings(profile: str, *, max_examples: int | None = None) -> settin
         verbosity=Verbosity.quiet,
         print_blob=False,
     )
+
+
+def in_shape_class(cell: str, candidate: Spec, original: Spec) -> bool:
+    """Whether a shrunk candidate still belongs to a shape cell's class."""
+    if cell == "shape:tiny":
+        return all(n <= 3 for n in candidate.dims.values())
+    if cell == "shape:non-pow2":  # every dim it moved is still 2^k +- 1 or the like
+        return all(n == original.dims[s] or (n > 1 and n & (n - 1)) for s, n in candidate.dims.items())
+    if cell == "shape:beyond-block":
+        widest = max(original.dims, key=lambda s: original.dims[s])
+        return candidate.dims[widest] >= min(BEYOND_BLOCK, original.dims[widest])
+    return True
 
 
 def minimize_dims(subject: Subject, spec: Spec, finding: Finding, fails: Callable[[Spec], Finding | None],
@@ -179,13 +191,13 @@ def run_cell(
         kind = expectation(contract, v.spec).kind
 
         def fails(candidate: Spec) -> Finding | None:
-            if expectation(contract, candidate).kind != kind:
-                return None  # stay on the same side of the contract
+            if expectation(contract, candidate).kind != kind or not in_shape_class(cell, candidate, v.spec):
+                return None  # stay on the same side of the contract, and in the cell's shape class
             verdict = run_example(subject, candidate, backend, determinism=(cell == "determinism"))
             return verdict if isinstance(verdict, Finding) else None
 
         spec, f = v.spec, v.finding
-        if not cell.startswith("shape:"):  # a shape cell's dims stay in its class
+        if cell not in ("shape:empty", "shape:beyond-range"):
             spec, f = minimize_dims(subject, spec, f, fails)
         details = dict(f.details)
         if kind == "honour":

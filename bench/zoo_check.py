@@ -27,7 +27,7 @@ def main() -> int:
     device = select_device(args.device)
     import importlib
 
-    from tests.zoo import all_bugs
+    from tests.zoo import all_bugs, correct_twin
     from triton_conformance import get_subject, registry
     from triton_conformance.conformance.runner import run_cell
 
@@ -35,7 +35,6 @@ def main() -> int:
         importlib.import_module(f"kernels_under_test.{name}")
     backend = current_backend(device)
     bugs = all_bugs()
-    claims = lambda s: (s.family, dict(s.contract.inputs), dict(s.contract.dims), dict(s.contract.scalars))  # noqa: E731
     caught = twins_ok = 0
     print(f"{'bug':36s} {'cell':20s} {'expected':28s} {'got':28s} {'s':>6s}  twin")
     for name, cell, outcome, finding in bugs:
@@ -43,15 +42,13 @@ def main() -> int:
         t0 = time.perf_counter()
         r = run_cell(buggy, cell, backend=backend, profile=args.profile)
         dt = time.perf_counter() - t0
-        twins = [s for s in registry if s.xfail is None and claims(s) == claims(buggy)]
-        if len(twins) > 1:
-            twins = [s for s in twins if s.contract.oracle is buggy.contract.oracle]
-        twin = run_cell(twins[0], cell, backend=backend, profile=args.profile)
+        twin_subject = correct_twin(buggy, registry)
+        twin = run_cell(twin_subject, cell, backend=backend, profile=args.profile)
         ok = (r.outcome, r.finding) == (outcome, finding)
         caught += ok
         twins_ok += twin.passed and twin.outcome != "skipped"
         print(f"{name:36s} {cell:20s} {outcome + '/' + finding:28s} {str(r.outcome) + '/' + str(r.finding):28s} "
-              f"{dt:6.2f}  {twins[0].name}: {twin.outcome}", flush=True)
+              f"{dt:6.2f}  {twin_subject.name}: {twin.outcome}", flush=True)
     print(f"caught as intended: {caught}/{len(bugs)}; correct twins passing: {twins_ok}/{len(bugs)}")
     return 0 if caught == twins_ok == len(bugs) else 1
 

@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.zoo import all_bugs
+from tests.zoo import all_bugs, correct_twin
 from triton_conformance import get_subject
 from triton_conformance.conformance.runner import run_cell
 
 BUGS = all_bugs()
-
-
-def correct_twin(buggy, registry):
-    """The kernel under test whose contract the buggy variant claims."""
-    claims = lambda s: (s.family, dict(s.contract.inputs), dict(s.contract.dims), dict(s.contract.scalars))  # noqa: E731
-    twins = [s for s in registry if s.xfail is None and claims(s) == claims(buggy)]
-    if len(twins) > 1:  # same claims, different maths (causal or not): the same oracle
-        twins = [s for s in twins if s.contract.oracle is buggy.contract.oracle]
-    assert len(twins) == 1, f"{buggy.name}: expected one correct twin, found {[s.name for s in twins]}"
-    return twins[0]
 
 
 def test_the_zoo_is_big_enough():

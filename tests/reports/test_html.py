@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.reports._documents import COUNTEREXAMPLE, REPRODUCER, document, result
+from tests.reports._documents import REPRODUCER, document, result
 from tests.reports._page import parse
 from triton_conformance.reports.html import render_html, write_html
 

@@ -26,6 +26,18 @@ MODULES = (
 )
 
 
+def correct_twin(buggy, registry):
+    """The kernel under test whose contract ``buggy`` claims: same family, inputs, dims and
+    scalars, and (where that leaves more than one, e.g. causal or not) the same oracle."""
+    claims = lambda s: (s.family, dict(s.contract.inputs), dict(s.contract.dims), dict(s.contract.scalars))  # noqa: E731
+    twins = [s for s in registry if s.xfail is None and claims(s) == claims(buggy)]
+    if len(twins) > 1:
+        twins = [s for s in twins if s.contract.oracle is buggy.contract.oracle]
+    if len(twins) != 1:
+        raise LookupError(f"{buggy.name}: expected one correct twin, found {[s.name for s in twins]}")
+    return twins[0]
+
+
 def all_bugs():
     """Import every zoo module and return the concatenation of their ``BUGS``."""
     bugs = []

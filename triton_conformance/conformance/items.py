@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import zlib
 from typing import Any
 
@@ -65,6 +66,6 @@ class ConformanceItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        module = __import__("sys").modules.get(self.subject.launcher.__module__)
+        module = sys.modules.get(self.subject.launcher.__module__)
         path = getattr(module, "__file__", None) or str(self.path)
         return path, None, f"{self.subject.name}[{self.cell}]"

@@ -199,6 +199,7 @@ class Contract:
     max_elements: int | None = None
     model: Any = None  # a stochastic model (issue: stochastic subjects); None = deterministic oracle
     error_scale: Callable[..., Any] | None = None  # elementwise magnitude rounding errors scale with
+    performance: Any = None  # a performance.Performance: bytes moved / flops done for given dims (nightly, CUDA)
 
     def __post_init__(self) -> None:
         owner = "Contract"

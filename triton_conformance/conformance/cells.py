@@ -39,10 +39,12 @@ def cells_for(contract: Contract) -> list[str]:
     cells += ["memory"]
     if contract.deterministic:
         cells += ["determinism"]
+    if contract.performance is not None:  # timed on CUDA only (performance_cell.py)
+        cells += ["performance"]
     return cells
 
 
-DIMENSIONS = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism")
+DIMENSIONS = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "performance")
 _VALUE_ORDER = {
     "layout": LAYOUT_CLASSES + ("mixed",),
     "dtype": PROBED_DTYPES,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.conformance.performance import junit_properties
 from triton_conformance.conformance.subject import Subject
 
 __all__ = ["ConformanceItem", "CellFailure", "PROPERTY", "format_result"]
@@ -53,6 +54,7 @@ class ConformanceItem(pytest.Item):
         self.user_properties += [("conformance_subject", result.subject), ("conformance_cell", result.cell),
                                  ("conformance_outcome", result.outcome),
                                  ("conformance_finding", result.finding or "")]
+        self.user_properties += junit_properties(result)  # conformance_perf_* figures of a performance cell
         if result.outcome == "skipped":
             pytest.skip(result.message)
         if not result.passed:

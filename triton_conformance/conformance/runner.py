@@ -159,6 +159,10 @@ def run_cell(
     backend = backend or Backend()
     if profile not in PROFILES:
         raise InvalidArgument(f"run_cell: profile={profile!r}, expected one of {tuple(PROFILES)}")
+    if cell == "performance":  # timed, not searched: see performance_cell.py
+        from triton_conformance.conformance.performance_cell import run_performance_cell
+
+        return run_performance_cell(subject, backend=backend)
     contract = subject.contract
     base = dict(subject=subject.name, family=subject.family, cell=cell, expected_failure=subject.xfail)
     start = time.perf_counter()

@@ -21,6 +21,7 @@ from triton_conformance.conformance.contract import (
     Tolerance,
     check_accepts,
 )
+from triton_conformance.conformance.performance import check_performance
 from triton_conformance.errors import InvalidContract
 
 __all__ = ["Subject", "subject", "register", "registry", "get_subject", "load_modules", "ENTRY_POINT_GROUP"]
@@ -97,6 +98,7 @@ def _as_contract(
     max_elements: int | None,
     model: Any,
     error_scale: Callable[..., Any] | None,
+    performance: Any = None,
 ) -> Contract:
     if oracle is None and model is None:
         raise InvalidContract("subject: oracle=None, expected a torch function evaluated on float64 inputs")
@@ -113,7 +115,9 @@ def _as_contract(
         max_elements=max_elements,
         model=model,
         error_scale=error_scale,
+        performance=performance,
     )
+    check_performance(contract)
     check_accepts("subject: launcher", launcher, list(contract.inputs) + list(contract.scalars))
     return contract
 
@@ -135,6 +139,7 @@ def register(
     max_elements: int | None = None,
     model: Any = None,
     error_scale: Callable[..., Any] | None = None,
+    performance: Any = None,
     xfail: str | None = None,
     module: str | None = None,
 ) -> Subject:
@@ -152,6 +157,8 @@ def register(
     - ``error_scale``: a torch function of the inputs giving, per output element,
       the magnitude rounding errors scale with (``|A| @ |x|`` for a GEMV);
       default: the largest ``|oracle|``.
+    - ``performance``: a ``Performance(dims=..., bytes=... or flops=..., baseline=...)``
+      contract, measured by the ``performance`` cell on CUDA.
     - ``xfail``: reason this subject is known to be buggy (its failures are expected).
     """
     if not callable(launcher):
@@ -160,6 +167,7 @@ def register(
         launcher, inputs=inputs, dims=dims, oracle=oracle, scalars=scalars,
         deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
         accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
+        performance=performance,
     )
     name = name or launcher.__name__
     if not isinstance(name, str) or not name or any(c in name for c in "[]:/ "):

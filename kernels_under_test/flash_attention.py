@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_conformance import Dim, Scalar, Tensor, Tolerance, subject
+from triton_conformance import Dim, Performance, Scalar, Tensor, Tolerance, subject
 
 # %%
 # Compute kernel
@@ -134,6 +134,35 @@ def flash_contract(oracle):
     )
 
 
+def attended_pairs(M, N, causal):
+    """(query, key) pairs a forward pass scores: M * N, or those with j <= i when causal."""
+    if not causal:
+        return M * N
+    diagonal = min(M, N)
+    return diagonal * (diagonal + 1) // 2 + max(M - N, 0) * N
+
+
+def flash_performance(causal):
+    """Performance contract (timed on CUDA by the ``performance`` cell).
+
+    Two dots per attended (query, key) pair, Q K^T and P V, of 2 * D flops each:
+    4 * B * M * N * D in all, about half of that when causal.  The baseline is
+    torch's fused attention on the same tensors.
+    """
+    def baseline(q, k, v, sm_scale):
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), scale=sm_scale, is_causal=causal)
+        return out.squeeze(1)
+
+    return Performance(
+        dims={"B": DIMS["B"].max, "M": DIMS["M"].max, "N": DIMS["N"].max, "D": 64},
+        dtype="float16",
+        flops=lambda dims, dtypes: 4 * dims["B"] * dims["D"] * attended_pairs(dims["M"], dims["N"], causal),
+        baseline=baseline,
+        scalars={"sm_scale": 0.125},  # 1 / sqrt(D)
+    )
+
+
 def check_flash_args(q, k, v, sm_scale, fn):
     """Raise TypeError/ValueError unless q, k, v and sm_scale are inside the contract."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -195,13 +224,13 @@ def _flash_attention(q, k, v, sm_scale, causal, block_n, fn):
     return out
 
 
-@subject(**flash_contract(attention_oracle))
+@subject(**flash_contract(attention_oracle), performance=flash_performance(causal=False))
 def flash_attention(q, k, v, sm_scale, *, block_n=None):
     """FlashAttention forward, non-causal, any layout, fp16/bf16/fp32."""
     return _flash_attention(q, k, v, sm_scale, False, block_n, "flash_attention")
 
 
-@subject(**flash_contract(causal_attention_oracle))
+@subject(**flash_contract(causal_attention_oracle), performance=flash_performance(causal=True))
 def flash_attention_causal(q, k, v, sm_scale, *, block_n=None):
     """FlashAttention forward where query i attends keys j <= i (top-left aligned)."""
     return _flash_attention(q, k, v, sm_scale, True, block_n, "flash_attention_causal")

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_conformance import Dim, Tensor, subject
+from triton_conformance import Dim, Performance, Tensor, subject
 
 # %%
 # Compute kernels
@@ -98,6 +98,17 @@ def gemv_contract(layouts):
     )
 
 
+# Performance contract (timed on CUDA by the ``performance`` cell): a GEMV is
+# bound by reading A once; x is read and the fp32 y written once as well.
+GEMV_PERFORMANCE = Performance(
+    dims={"M": DIMS["M"].max, "N": DIMS["N"].max},
+    dtype="float16",
+    bytes=lambda dims, dtypes: (dims["M"] * dims["N"] * dtypes["A"].itemsize + dims["N"] * dtypes["x"].itemsize
+                                + dims["M"] * 4),
+    baseline=lambda A, x: A @ x,
+)
+
+
 def check_gemv_args(A, x, fn):
     """Raise TypeError/ValueError unless ``A`` and ``x`` fit the shapes and dtypes."""
     for name, t, ndim in (("A", A, 2), ("x", x, 1)):
@@ -117,7 +128,7 @@ def check_gemv_args(A, x, fn):
         raise ValueError(f"{fn}: x.shape[0]={x.shape[0]}, expected N={N} (A.shape[1])")
 
 
-@subject(**gemv_contract("contiguous"))
+@subject(**gemv_contract("contiguous"), performance=GEMV_PERFORMANCE)
 def gemv_textbook(A, x):
     """``A @ x`` in fp32 for a row-major contiguous fp16 ``A`` and unit-stride ``x``."""
     check_gemv_args(A, x, "gemv_textbook")
@@ -140,7 +151,7 @@ def gemv_textbook(A, x):
     return y
 
 
-@subject(**gemv_contract("any"))
+@subject(**gemv_contract("any"), performance=GEMV_PERFORMANCE)
 def gemv_strided(A, x):
     """``A @ x`` in fp32 for fp16 ``A`` and ``x`` of any strides, offsets or broadcasts."""
     check_gemv_args(A, x, "gemv_strided")

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_conformance import Dim, Tensor, subject
+from triton_conformance import Dim, Performance, Tensor, subject
 
 # %%
 # Compute kernel
@@ -77,6 +77,16 @@ MATMUL_CONTRACT = dict(
 )
 
 
+# Performance contract (timed on CUDA by the ``performance`` cell): 2 * M * N * K
+# flops (a multiply and an add per term), judged against torch's fp16 matmul rate.
+MATMUL_PERFORMANCE = Performance(
+    dims={"M": DIMS["M"].max, "K": DIMS["K"].max, "N": DIMS["N"].max},
+    dtype="float16",
+    flops=lambda dims, dtypes: 2 * dims["M"] * dims["N"] * dims["K"],
+    baseline=lambda a, b: a @ b,
+)
+
+
 def check_matmul_args(a, b, fn="matmul"):
     """Raise TypeError/ValueError unless ``a`` and ``b`` are inside the contract."""
     for name, t in (("a", a), ("b", b)):
@@ -96,7 +106,7 @@ def check_matmul_args(a, b, fn="matmul"):
             raise ValueError(f"{fn}: {where}={n}, expected {DIMS[sym].min} <= {sym} <= {DIMS[sym].max}")
 
 
-@subject(**MATMUL_CONTRACT)
+@subject(**MATMUL_CONTRACT, performance=MATMUL_PERFORMANCE)
 def matmul(a, b):
     """``a @ b`` for fp16 or fp32 matrices of any layout, accumulated in fp32."""
     check_matmul_args(a, b)

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_conformance import Dim, Tensor, subject
+from triton_conformance import Dim, Performance, Tensor, subject
 
 # %%
 # Compute kernel
@@ -65,6 +65,16 @@ ADD_CONTRACT = dict(
 )
 
 
+# Performance contract (timed on CUDA by the ``performance`` cell): every call
+# must read x and y and write out once, 3 * N elements, at the largest N claimed.
+ADD_PERFORMANCE = Performance(
+    dims={"N": DIMS["N"].max},
+    dtype="float32",
+    bytes=lambda dims, dtypes: 3 * dims["N"] * dtypes["x"].itemsize,
+    baseline=lambda x, y: x + y,
+)
+
+
 def check_add_args(x, y, fn="add"):
     """Raise TypeError/ValueError unless ``x`` and ``y`` are inside the contract."""
     for name, t in (("x", x), ("y", y)):
@@ -85,7 +95,7 @@ def check_add_args(x, y, fn="add"):
         raise ValueError(f"{fn}: x.shape[0]={n}, expected {dim.min} <= N <= {dim.max}")
 
 
-@subject(**ADD_CONTRACT)
+@subject(**ADD_CONTRACT, performance=ADD_PERFORMANCE)
 def add(x, y):
     """``x + y`` for 1-D fp16/bf16/fp32 tensors of any stride; returns a new tensor."""
     check_add_args(x, y)

@@ -19,6 +19,7 @@ BUGS = [
     ("zoo_attention_masked_nan_rows", "mask:fully-masked", "wrong", "nan-mismatch"),
     ("zoo_attention_masked_dense_mask", "mask:broadcast", "unsafe", "poisoned-read"),
     ("zoo_attention_naive_unchecked_n", "shape:beyond-range", "wrong", "accepted-out-of-contract"),
+    ("zoo_attention_naive_exp2_without_log2e", "layout:contiguous", "wrong", "mismatch"),
 ]
 
 
@@ -152,6 +153,72 @@ def zoo_attention_naive_unchecked_n(q, k, v, sm_scale):
         M, min(N, 128), D, float(sm_scale),  # BUG: "clamp" to what fits in one tile
         BLOCK_M=BLOCK_M, BLOCK_N=max(16, min(128, triton.next_power_of_2(N))),
         BLOCK_D=max(16, triton.next_power_of_2(D)),
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+    )
+    return out
+
+
+# %%
+# exp2 without log2(e)
+# --------------------
+
+
+@triton.jit
+def attention_naive_kernel_exp2(
+    q_ptr,  # *Pointer* to the queries (B, M, D)
+    k_ptr,  # *Pointer* to the keys (B, N, D)
+    v_ptr,  # *Pointer* to the values (B, N, D)
+    out_ptr,  # *Pointer* to the output (B, M, D)
+    stride_qb, stride_qm, stride_qd,  # Strides of q, in elements
+    stride_kb, stride_kn, stride_kd,  # Strides of k
+    stride_vb, stride_vn, stride_vd,  # Strides of v
+    stride_ob, stride_om, stride_od,  # Strides of the output
+    M, N, D,  # Queries, keys, head dim
+    sm_scale,  # Scale applied to q @ k^T before the softmax
+    BLOCK_M: tl.constexpr,  # Queries per program
+    BLOCK_N: tl.constexpr,  # >= N: every key lives in this one tile
+    BLOCK_D: tl.constexpr,  # >= D, padded with zeros
+    DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs
+):
+    pid_m = tl.program_id(axis=0)
+    b = tl.program_id(axis=1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    mask_d = offs_d < D
+    q = tl.load(q_ptr + b * stride_qb + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd,
+                mask=mask_m[:, None] & mask_d[None, :], other=0.0)
+    kt = tl.load(k_ptr + b * stride_kb + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd,
+                 mask=mask_n[None, :] & mask_d[:, None], other=0.0)
+    v = tl.load(v_ptr + b * stride_vb + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
+                mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+    s = tl.dot(q, kt, input_precision=DOT_PRECISION) * sm_scale
+    s = tl.where(mask_n[None, :], s, float("-inf"))
+    # BUG: switched to the faster exp2 as in the FlashAttention tutorial, but without
+    # folding log2(e) = 1.4427 into sm_scale: this is a softmax at temperature ln 2.
+    p = tl.exp2(s - tl.max(s, axis=1)[:, None])
+    l = tl.sum(p, axis=1)
+    acc = tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    out = acc / l[:, None]
+    tl.store(out_ptr + b * stride_ob + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
+             out.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
+
+
+@subject(**NAIVE_CONTRACT, name="zoo_attention_naive_exp2_without_log2e",
+         xfail="uses exp2 for the softmax without scaling the logits by log2(e): the attention weights are too flat")
+def zoo_attention_naive_exp2_without_log2e(q, k, v, sm_scale):
+    """Bug: ``exp2(s - max)`` where ``exp2((s - max) * log2(e))`` is meant; wrong whenever scores differ."""
+    check_attention_args(q, k, v, sm_scale, NAIVE_CONTRACT["dims"], "zoo_attention_naive_exp2_without_log2e")
+    B, M, D = q.shape
+    N = k.shape[1]
+    out = torch.empty((B, M, D), dtype=q.dtype, device=q.device)
+    attention_naive_kernel_exp2[(triton.cdiv(M, BLOCK_M), B)](
+        q, k, v, out,
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        M, N, D, float(sm_scale),
+        BLOCK_M=BLOCK_M, BLOCK_N=max(16, triton.next_power_of_2(N)), BLOCK_D=max(16, triton.next_power_of_2(D)),
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
     )
     return out

@@ -4,13 +4,20 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels_under_test.gemv import BLOCK_N, check_gemv_args, gemv_contiguous_kernel, gemv_contract
+from kernels_under_test.gemv import (
+    BLOCK_N,
+    check_gemv_args,
+    gemv_contiguous_kernel,
+    gemv_contract,
+    gemv_strided_kernel,
+)
 from triton_conformance import subject
 
 BUGS = [
     ("zoo_gemv_fp16_accumulator", "dtype:float16", "wrong", "mismatch"),
     ("zoo_gemv_ignores_x_stride", "layout:sliced", "unsafe", "poisoned-read"),
     ("zoo_gemv_unchecked_contiguous", "layout:transposed", "wrong", "accepted-out-of-contract"),
+    ("zoo_gemv_x_stride_from_a", "layout:transposed", "unsafe", "poisoned-read"),
 ]
 
 # %%
@@ -101,4 +108,26 @@ def zoo_gemv_unchecked_contiguous(A, x):
     M, N = A.shape
     y = torch.empty((M,), dtype=torch.float32, device=A.device)
     gemv_contiguous_kernel[(M,)](A, x, y, N, BLOCK_N=BLOCK_N)  # BUG: A.is_contiguous() never checked
+    return y
+
+
+# %%
+# x read with A's column stride
+# -----------------------------
+
+
+@subject(**gemv_contract("any"), name="zoo_gemv_x_stride_from_a",
+         xfail="passes A.stride(1) as x's stride: right while A's columns are unit-stride, wrong for a transposed A")
+def zoo_gemv_x_stride_from_a(A, x):
+    """Bug: a copy-paste slip in the launcher; x is walked with A's column stride instead of its own."""
+    check_gemv_args(A, x, "zoo_gemv_x_stride_from_a")
+    M, N = A.shape
+    y = torch.empty((M,), dtype=torch.float32, device=A.device)
+    gemv_strided_kernel[(M,)](
+        A, x, y, N,
+        A.stride(0), A.stride(1),
+        A.stride(1),  # BUG: x.stride(0)
+        y.stride(0),
+        BLOCK_N=BLOCK_N,
+    )
     return y

@@ -4,7 +4,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels_under_test.softmax import SOFTMAX_CONTRACT, check_softmax_args, softmax_kernel
+from kernels_under_test.softmax import (
+    SOFTMAX_CONTRACT,
+    check_softmax_args,
+    softmax_kernel,
+)
 from triton_conformance import subject
 
 BUGS = [
@@ -12,6 +16,7 @@ BUGS = [
     ("zoo_softmax_missing_load_mask", "shape:non-pow2", "unsafe", "poisoned-read"),
     ("zoo_softmax_row_stride_is_n", "layout:padded", "unsafe", "poisoned-read"),
     ("zoo_softmax_input_as_scratch", "memory", "unsafe", "mutated-input"),
+    ("zoo_softmax_no_max_subtraction", "values:huge", "wrong", "nan-mismatch"),
 ]
 
 # %%
@@ -140,4 +145,41 @@ def zoo_softmax_input_as_scratch(x):
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     softmax_kernel_scratch[(M,)](out, x, x.stride(0), x.stride(1), out.stride(0), out.stride(1), N,
                                  BLOCK_SIZE=triton.next_power_of_2(N))
+    return out
+
+
+# %%
+# No max subtraction
+# ------------------
+
+
+@triton.jit
+def softmax_kernel_no_max(
+    out_ptr,  # *Pointer* to the output (M, N)
+    x_ptr,  # *Pointer* to the input (M, N)
+    stride_xm, stride_xn,  # Strides of x
+    stride_om, stride_on,  # Strides of out
+    n_cols,  # N
+    BLOCK_SIZE: tl.constexpr,  # next_power_of_2(N)
+):
+    row = tl.program_id(axis=0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf")).to(tl.float32)
+    # BUG: "softmax is exp(x) / sum(exp(x))" taken literally; without x - max(x),
+    # exp overflows to inf for logits above ~88 and the row becomes inf / inf = NaN.
+    num = tl.exp(x)
+    out = num / tl.sum(num, axis=0)
+    tl.store(out_ptr + row * stride_om + cols * stride_on, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@subject(**SOFTMAX_CONTRACT, name="zoo_softmax_no_max_subtraction",
+         xfail="the row max is not subtracted before exp: huge logits overflow to inf and the row turns NaN")
+def zoo_softmax_no_max_subtraction(x):
+    """Bug: textbook ``exp(x) / sum(exp(x))``; right for ordinary logits, NaN for huge ones."""
+    check_softmax_args(x, "zoo_softmax_no_max_subtraction")
+    M, N = x.shape
+    out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    softmax_kernel_no_max[(M,)](out, x, x.stride(0), x.stride(1), out.stride(0), out.stride(1), N,
+                                BLOCK_SIZE=triton.next_power_of_2(N))
     return out

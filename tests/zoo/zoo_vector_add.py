@@ -12,6 +12,7 @@ BUGS = [
     ("zoo_add_floor_grid", "shape:non-pow2", "unsafe", "unwritten"),
     ("zoo_add_unit_stride_x", "layout:broadcast", "unsafe", "poisoned-read"),
     ("zoo_add_rejects_fp16", "dtype:float16", "crash", "exception"),
+    ("zoo_add_mask_off_by_one", "layout:contiguous", "unsafe", "oob-write"),
 ]
 
 # %%
@@ -102,4 +103,42 @@ def zoo_add_rejects_fp16(x, y):
         return out
     BLOCK_SIZE = 1024
     add_kernel[(triton.cdiv(n, BLOCK_SIZE),)](x, y, out, n, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+    return out
+
+
+# %%
+# An off-by-one mask
+# ------------------
+
+
+@triton.jit
+def add_kernel_mask_le(
+    x_ptr,  # *Pointer* to the first input vector
+    y_ptr,  # *Pointer* to the second input vector
+    out_ptr,  # *Pointer* to the output vector
+    n_elements,  # Number of elements in each vector
+    stride_x,  # Element stride of x
+    stride_y,  # Element stride of y
+    BLOCK_SIZE: tl.constexpr,  # Elements per program
+):
+    pid = tl.program_id(axis=0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs <= n_elements  # BUG: <= lets lane n through, one element past the end
+    x = tl.load(x_ptr + offs * stride_x, mask=mask)
+    y = tl.load(y_ptr + offs * stride_y, mask=mask)
+    out = x.to(tl.float32) + y.to(tl.float32)
+    tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@subject(**ADD_CONTRACT, name="zoo_add_mask_off_by_one",
+         xfail="the mask is offs <= n: whenever N is not a multiple of the block, one element past the end is written")
+def zoo_add_mask_off_by_one(x, y):
+    """Bug: a fencepost in the mask; the output is right, but out[N] (outside it) is overwritten."""
+    check_add_args(x, y, "zoo_add_mask_off_by_one")
+    n = x.shape[0]
+    out = torch.empty((n,), dtype=x.dtype, device=x.device)
+    if n == 0:
+        return out
+    BLOCK_SIZE = 1024
+    add_kernel_mask_le[(triton.cdiv(n, BLOCK_SIZE),)](x, y, out, n, x.stride(0), y.stride(0), BLOCK_SIZE=BLOCK_SIZE)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-__all__ = ["OPTIONS", "add_conformance_options", "resolve"]
+__all__ = ["OPTIONS", "BARE", "add_conformance_options", "resolve"]
 
 # name, default, choices, help
 OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
@@ -22,7 +22,14 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
     ("isolation", "process", ("process", "none"),
      "run cells in a replaceable worker process (default), or in the pytest process"),
     ("timeout", "300", None, "seconds a cell may run before it is recorded as a timeout"),
+    ("gpus", None, None,
+     "GPUs for the xdist workers, one worker pinned to each (a count or ids such as 0,1; "
+     "default with --conformance-device=cuda: every visible GPU)"),
+    ("sanitizer", "off", ("off", "memcheck"),
+     "run each cell's worker under compute-sanitizer (memcheck; CUDA only, slow); the bare flag means memcheck"),
 )
+# Options that may be given bare: the flag alone means this value.
+BARE = {"sanitizer": "memcheck"}
 
 HELP_ENABLE = "run the conformance battery over the declared subjects"
 
@@ -35,6 +42,8 @@ def add_conformance_options(addoption: Callable[..., Any], addini: Callable[...,
                                   "help": f"{help_text} [default: {default}]"}
         if choices:
             kwargs["choices"] = choices
+        if name in BARE:
+            kwargs.update(nargs="?", const=BARE[name])
         addoption(f"{prefix}{name}", **kwargs)
         if addini is not None:
             addini(f"conformance_{name}", help=help_text, default=default)

@@ -14,6 +14,7 @@ from triton_conformance.errors import ConformanceUsageError, InvalidContract
 from triton_conformance.options import HELP_ENABLE, add_conformance_options, resolve
 
 _SESSION = pytest.StashKey["object"]()
+_GPUS = pytest.StashKey["list"]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -54,10 +55,75 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         os.environ["TRITON_INTERPRET"] = "1"
 
 
+def _gpus(config: pytest.Config) -> list[str]:
+    """The GPUs the workers spread over (controller side; cached): [] unless on cuda or --conformance-gpus."""
+    if _GPUS in config.stash:
+        return config.stash[_GPUS]
+    from triton_conformance.conformance.gpus import visible_gpus
+
+    requested, where = _option(config, "gpus")
+    device, _ = _option(config, "device")
+    gpus: list[str] = []
+    if requested or device == "cuda":
+        try:
+            gpus = visible_gpus(requested, where=where)
+        except ConformanceUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.stash[_GPUS] = gpus
+    return gpus
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on cuda: one worker per GPU (xdist's default counts CPUs)."""
+    if not _enabled(config):
+        return None
+    return len(_gpus(config)) or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # noqa: ANN001
+    """Controller side, for every worker xdist starts (replacements too): tell it the GPUs to claim from."""
+    if _enabled(node.config) and _gpus(node.config):
+        node.workerinput["conformance_gpus"] = _gpus(node.config)
+
+
+def _pin_worker(config: pytest.Config) -> None:
+    """Worker side, before CUDA initialises: claim a free GPU and make it the only one visible."""
+    workerinput = getattr(config, "workerinput", None)
+    if not workerinput or not workerinput.get("conformance_gpus"):
+        return
+    from triton_conformance.conformance.gpus import claim_gpu
+
+    run_key = str(workerinput.get("testrunuid") or os.environ.get("PYTEST_XDIST_TESTRUNUID") or os.getppid())
+    try:
+        claim = claim_gpu(workerinput["conformance_gpus"], run_key, workers=workerinput.get("workercount"))
+    except ConformanceUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    os.environ["CUDA_VISIBLE_DEVICES"] = claim.gpu  # our cell workers inherit it
+
+
+def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN202
+    tool, where = _option(config, "sanitizer")
+    if tool in (None, "", "off"):
+        return None
+    if tool != "memcheck":
+        raise pytest.UsageError(f"{where}={tool!r}, expected 'memcheck' or 'off'")
+    if device != "cuda" or isolation != "process":
+        raise pytest.UsageError(f"{where}={tool!r} needs --conformance-device=cuda and process isolation "
+                                f"(got device {device!r}, isolation {isolation!r})")
+    from triton_conformance.conformance.sanitizer import Sanitizer, find_sanitizer
+
+    try:
+        return Sanitizer(find_sanitizer(where=where), tool=tool)
+    except ConformanceUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: a triton-conformance contract cell")
     if not _enabled(config):
         return
+    _pin_worker(config)
     from triton_conformance.conformance.backend import select_device
     from triton_conformance.conformance.session import ConformanceSession
 
@@ -89,6 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
         session.load_subjects()
     except (ConformanceUsageError, InvalidContract) as exc:
         raise pytest.UsageError(str(exc)) from None
+    session.executor.sanitizer = _sanitizer(config, device, isolation)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "triton_conformance_session")
     alluredir = config.getoption("allure_report_dir", None)  # set only when allure-pytest is active

@@ -1,31 +1,70 @@
-"""Run a cell where it is safe to: in a worker process, or in this one."""
+"""Run a cell where it is safe to: in a worker process, or in this one.
+
+Whatever the worker reports, or fails to report, becomes the cell's result:
+
+- a result: classified further here (a compile failure is ``compile-error``;
+  a sticky CUDA error is a ``crash`` named after it);
+- the worker died, hung, or lost its CUDA context: a ``crash`` or ``timeout``
+  carrying the example it was running, and the worker is replaced;
+- with the sanitizer, memcheck's findings folded in (see :mod:`.sanitizer`).
+"""
 
 from __future__ import annotations
 
-from triton_conformance.conformance.outcomes import CellResult, Finding
+from triton_conformance.conformance.outcomes import CellResult, Finding, compile_error_kind, cuda_poison_kind
 from triton_conformance.conformance.subject import Subject
 
-__all__ = ["CellExecutor", "RETIRE_AFTER"]
+__all__ = ["CellExecutor", "RETIRE_AFTER", "classify"]
 
 # Outcomes after which a worker is replaced: its heap or CUDA context is suspect.
 RETIRE_AFTER = ("unsafe", "crash", "timeout")
 
 
-class CellExecutor:
-    """Runs cells for one pytest process, isolating them when asked to."""
+def classify(result: CellResult) -> CellResult:
+    """Name a crash for what it was: a compile failure becomes ``compile-error`` with the compiler's
+    message; a sticky CUDA error keeps ``crash`` with the error as its finding."""
+    if result.outcome != "crash":
+        return result
+    text = f"{(result.details or {}).get('traceback') or ''}\n{result.message}"
+    kind = compile_error_kind(text)
+    if kind is not None:
+        result.details = dict(result.details or {}, raised_as=result.finding)
+        result.outcome, result.finding = "compile-error", kind
+        return result
+    poison = cuda_poison_kind(text)
+    if poison is not None and result.finding in ("exception", "unclean-rejection", "harness-error"):
+        result.details = dict(result.details or {}, raised_as=result.finding)
+        result.finding = poison
+    return result
 
-    def __init__(self, *, device: str, profile: str, isolation: str = "process", timeout: float | None = None):
+
+class CellExecutor:
+    """Runs cells for one pytest process, isolating them when asked to.
+
+    ``sanitizer`` (a :class:`~.sanitizer.Sanitizer`, process isolation only)
+    runs every cell in its own worker under compute-sanitizer.
+    """
+
+    def __init__(self, *, device: str, profile: str, isolation: str = "process", timeout: float | None = None,
+                 sanitizer=None):
         self.device = device
         self.profile = profile
         self.isolation = isolation
         self.timeout = timeout
+        self.sanitizer = sanitizer
         self._pool = None
         self._backend = None
 
     def run(self, subject: Subject, cell: str, *, seed: int | None = None) -> CellResult:
         if self.isolation == "none":
-            return self._run_here(subject, cell, seed)
-        return self._run_isolated(subject, cell, seed)
+            return classify(self._run_here(subject, cell, seed))
+        result = classify(self._run_isolated(subject, cell, seed))
+        if self.sanitizer is not None:
+            from triton_conformance.conformance.sanitizer import fold_into
+
+            self._pool.finish()  # its log is complete once it has exited
+            result = fold_into(result, self.sanitizer.collect())
+        return result
 
     def _run_here(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
         from triton_conformance.conformance.backend import current_backend
@@ -35,22 +74,43 @@ class CellExecutor:
             self._backend = current_backend(self.device)
         return run_cell(subject, cell, backend=self._backend, profile=self.profile, seed=seed)
 
-    def _run_isolated(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
+    def _new_pool(self):  # noqa: ANN202
+        import os
+
         from triton_conformance.conformance.isolation import WorkerPool
 
+        if self.sanitizer is None:
+            return WorkerPool(self.device)
+        from triton_conformance.conformance.sanitizer import SANITIZER_ENV
+
+        return WorkerPool(self.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix)
+
+    def _run_isolated(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
         if self._pool is None:
-            self._pool = WorkerPool(self.device)
+            self._pool = self._new_pool()
         request = {"op": "run_cell", "subject": subject.name, "cell": cell, "profile": self.profile,
                    "seed": seed, "modules": [subject.module]}
         status, value, last_spec = self._pool.call(request, self.timeout)
         if status == "result":
             result = CellResult.from_dict(value)
-            if result.outcome in RETIRE_AFTER:
+            if result.outcome in RETIRE_AFTER or "context_lost" in result.details:
                 self._pool.retire()
+            if "context_lost" in result.details and result.passed:
+                result.outcome, result.finding = "crash", cuda_poison_kind(result.details["context_lost"])
+                result.message = f"the CUDA context was lost in this cell: {result.details['context_lost']}"
             return result
+        # The worker did not answer with a result: whatever state it is in, replace it.
+        self._pool.retire()
+        if status == "poisoned":
+            kind = cuda_poison_kind(str(value)) or "cuda-error"
+            finding = Finding("crash", kind, f"the CUDA context was lost: {value}")
+            return self._lost_cell(subject, cell, finding, last_spec)
         outcome, kind = {"died": ("crash", "process-died"), "timeout": ("timeout", "timeout"),
                          "error": ("crash", "harness-error")}[status]
-        return self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
+        result = self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
+        if status == "error":
+            result.details = {"traceback": str(value)}
+        return result
 
     def _lost_cell(self, subject: Subject, cell: str, finding: Finding, last_spec: dict | None) -> CellResult:
         """A cell whose worker never answered: recorded with the example it was running."""

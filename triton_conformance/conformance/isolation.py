@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["WorkerPool", "send", "receive"]
 
@@ -65,12 +65,14 @@ def receive(fd: int, deadline: float | None = None) -> Any:
 
 
 class _Worker:
-    def __init__(self, device: str, modules: list[str], env: dict[str, str]):
+    def __init__(self, device: str, modules: list[str], env: dict[str, str], prefix: tuple[str, ...] = ()):
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
         self._stderr = tempfile.TemporaryFile()
+        # ``prefix`` wraps the interpreter (compute-sanitizer); the pipes' fds are inherited through it.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "triton_conformance.conformance._worker", str(to_child_r), str(from_child_w)],
+            [*prefix, sys.executable, "-m", "triton_conformance.conformance._worker",
+             str(to_child_r), str(from_child_w)],
             pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, stdout=self._stderr,
             stderr=self._stderr, env=env,
         )
@@ -100,7 +102,9 @@ class _Worker:
         return self._stderr.read().decode("utf-8", "replace")[-limit:]
 
     def request(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:
-        """Run one request: ("result", value, last_spec), or ("died" / "timeout" / "error", detail, last_spec)."""
+        """Run one request: ("result", value, last_spec), or ("died" / "timeout" / "error" / "poisoned",
+        detail, last_spec).  "poisoned": the worker lost its CUDA context and exited; last_spec is the
+        example that did it."""
         problem = self.wait_ready()
         if problem is not None:
             return "died", problem, None
@@ -120,6 +124,9 @@ class _Worker:
                 return "died", self._death(), last_spec
             if reply.get("type") == "example":
                 last_spec = reply["spec"]
+            elif reply.get("type") == "poisoned":
+                self.proc.wait()
+                return "poisoned", reply["error"], reply.get("spec")
             elif reply.get("type") == "error":
                 return "error", reply["error"], last_spec
             else:
@@ -129,6 +136,19 @@ class _Worker:
         code = self.proc.wait()
         why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         return f"worker process died ({why}); its last output:\n{self.stderr_tail()}"
+
+    def finish(self, grace: float = 60.0) -> None:
+        """Ask the worker to exit and wait for it (a wrapper such as compute-sanitizer writes its
+        summary then); kill it after ``grace`` seconds."""
+        try:
+            os.close(self._to_child)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        self.close()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -146,12 +166,20 @@ class _Worker:
 
 
 class WorkerPool:
-    """One worker at a time, replaced after it dies, hangs or ran an unsafe kernel."""
+    """One worker at a time, replaced after it dies, hangs, loses its CUDA context or ran an unsafe kernel.
 
-    def __init__(self, device: str, *, env: dict[str, str] | None = None):
+    - ``env``: the worker's environment (default: this process's, so a GPU pinned
+      through ``CUDA_VISIBLE_DEVICES`` is the worker's GPU too);
+    - ``prefix``: a callable giving the command that wraps each new worker
+      (``compute-sanitizer ...``), or None.
+    """
+
+    def __init__(self, device: str, *, env: dict[str, str] | None = None,
+                 prefix: Callable[[], tuple[str, ...]] | None = None):
         self.device = device
         self.env = dict(os.environ if env is None else env)
         self.modules: list[str] = []
+        self._prefix = prefix
         self._worker: _Worker | None = None
         self.restarts = 0
 
@@ -160,16 +188,23 @@ class WorkerPool:
             if self._worker is not None:
                 self._worker.close()
                 self.restarts += 1
-            self._worker = _Worker(self.device, list(self.modules), self.env)
+            prefix = self._prefix() if self._prefix is not None else ()
+            self._worker = _Worker(self.device, list(self.modules), self.env, prefix)
         return self._worker
 
     def call(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:
         worker = self._get()
         status, value, last_spec = worker.request(message, timeout)
-        if status in ("died", "timeout"):
+        if status in ("died", "timeout", "poisoned"):
             worker.close()
             self._worker = None
         return status, value, last_spec
+
+    def finish(self, grace: float = 60.0) -> None:
+        """Let the worker exit on its own (see :meth:`_Worker.finish`); the next call starts a new one."""
+        if self._worker is not None:
+            self._worker.finish(grace)
+            self._worker = None
 
     def retire(self) -> None:
         """Replace the worker before the next call (its heap may be corrupt)."""

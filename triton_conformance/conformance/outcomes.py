@@ -2,13 +2,57 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["OUTCOMES", "PASSING", "Finding", "CellResult", "worst"]
+__all__ = ["OUTCOMES", "PASSING", "FAILING", "Finding", "CellResult", "worst", "compile_error_kind",
+           "cuda_poison_kind"]
 
-OUTCOMES = ("honoured", "rejected", "wrong", "unsafe", "crash", "timeout", "skipped")
+OUTCOMES = ("honoured", "rejected", "wrong", "unsafe", "crash", "compile-error", "timeout", "skipped")
 PASSING = ("honoured", "rejected", "skipped")
+FAILING = ("wrong", "unsafe", "crash", "compile-error", "timeout")
+
+# Exception lines of a compile failure, as a traceback prints them: (pattern, finding kind).
+# The interpreter compiles nothing: there a failed tl.static_assert is the compile failure.
+_COMPILE_ERRORS = (
+    (re.compile(r"^(?:triton\.[\w.]*\.)?OutOfResources\b", re.M), "out-of-resources"),
+    (re.compile(r"^(?:triton\.[\w.]*\.)?PTXASError\b", re.M), "ptxas-error"),
+    (re.compile(r"^(?:triton\.[\w.]*\.)?CompileTimeAssertionFailure\b", re.M), "static-assert"),
+    (re.compile(r", in _new_static_assert\n", re.M), "static-assert"),
+    (re.compile(r"^(?:triton\.[\w.]*\.)?CompilationError\b", re.M), "compilation-error"),
+)
+# Errors after which the process's CUDA context is unusable: (text, finding kind).
+_CUDA_POISON = (
+    ("an illegal memory access was encountered", "illegal-address"),
+    ("illegal address", "illegal-address"),
+    ("device-side assert triggered", "device-assert"),
+    ("unspecified launch failure", "launch-failure"),
+    ("an illegal instruction was encountered", "illegal-instruction"),
+    ("misaligned address", "misaligned-address"),
+    ("CUDA error: the launch timed out", "launch-timeout"),
+)
+
+
+def compile_error_kind(text: str) -> str | None:
+    """The finding kind if ``text`` (a traceback or message) shows a kernel that failed to compile.
+
+    Matches ``OutOfResources`` (shared memory or registers), ``PTXASError``,
+    ``CompilationError`` and its ``CompileTimeAssertionFailure``, and under the
+    interpreter a failed ``tl.static_assert``.
+    """
+    for pattern, kind in _COMPILE_ERRORS:
+        if pattern.search(text or ""):
+            return kind
+    return None
+
+
+def cuda_poison_kind(text: str) -> str | None:
+    """The finding kind if ``text`` shows a sticky CUDA error (the context is lost), else None."""
+    for needle, kind in _CUDA_POISON:
+        if needle in (text or ""):
+            return kind
+    return None
 
 # Finding kinds, most severe first; the worst one found in an example is reported.
 FINDING_ORDER = (

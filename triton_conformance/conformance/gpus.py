@@ -1,0 +1,135 @@
+"""One pytest-xdist worker per GPU: which GPUs there are, and which one a worker takes.
+
+A worker must choose its GPU before CUDA initialises in it, and its cells'
+worker processes must see the same one; setting ``CUDA_VISIBLE_DEVICES`` in
+the xdist worker early does both (subprocesses inherit it).
+
+Numbering workers does not work: xdist replaces a crashed worker under a new
+id (gw2 dies, gw4 starts), so ``gw index % n_gpus`` can put two workers on
+one GPU and leave another idle.  Instead each worker *claims* a GPU: it takes
+an exclusive ``flock`` on a lock file per GPU slot, in a directory keyed by
+the run, and holds it for its lifetime.  The kernel drops the lock when the
+process dies, however it dies, so a replacement worker finds the slot free.
+
+Standard library only: the plugin imports this before torch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from triton_conformance.errors import ConformanceUsageError
+
+__all__ = ["visible_gpus", "parse_gpus", "claim_gpu", "lock_dir", "Claim"]
+
+_held: list["Claim"] = []  # claims live as long as the process
+
+
+class Claim:
+    """A GPU slot held by this process: ``gpu`` is the CUDA_VISIBLE_DEVICES entry, ``slot`` its lock index."""
+
+    def __init__(self, gpu: str, slot: int, fd: int, path: str):
+        self.gpu, self.slot, self.fd, self.path = gpu, slot, fd, path
+
+    def release(self) -> None:
+        os.close(self.fd)  # closing the only descriptor drops the flock
+
+    def __repr__(self) -> str:
+        return f"Claim(gpu={self.gpu!r}, slot={self.slot}, path={self.path!r})"
+
+
+def parse_gpus(text: str, *, where: str = "--conformance-gpus") -> list[str]:
+    """A comma-separated list of device ids or UUIDs (``0,1`` / ``GPU-...``), or a count (``4`` means 0..3)."""
+    text = (text or "").strip()
+    if not text:
+        raise ConformanceUsageError(f"{where}={text!r}, expected a count or a comma-separated list of GPU ids")
+    if "," not in text and text.isdigit():
+        return [str(i) for i in range(int(text))] or _bad(where, text)
+    gpus = [g.strip() for g in text.split(",")]
+    if any(not g or not re.fullmatch(r"[\w.:-]+", g) for g in gpus) or len(set(gpus)) != len(gpus):
+        _bad(where, text)
+    return gpus
+
+
+def _bad(where: str, text: str) -> list[str]:
+    raise ConformanceUsageError(
+        f"{where}={text!r}, expected a positive count or a comma-separated list of distinct GPU ids (0,1 or GPU-uuid)")
+
+
+def visible_gpus(requested: str | None = None, *, where: str = "--conformance-gpus") -> list[str]:
+    """The GPUs to spread workers over, as ``CUDA_VISIBLE_DEVICES`` entries, without initialising CUDA.
+
+    From ``requested`` if given; else ``CUDA_VISIBLE_DEVICES`` if set; else
+    ``nvidia-smi``'s UUIDs (immune to CUDA's device ordering); else a count
+    from torch in a subprocess.  An empty list means no GPU.
+    """
+    if requested:
+        return parse_gpus(requested, where=where)
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=60)
+            uuids = [line.strip() for line in out.stdout.splitlines() if line.strip().startswith("GPU-")]
+            if out.returncode == 0 and uuids:
+                return uuids
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return _torch_count()
+
+
+def _torch_count() -> list[str]:
+    import sys
+
+    code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        return [str(i) for i in range(int(out.stdout.strip().splitlines()[-1]))]
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return []
+
+
+def lock_dir(run_key: str) -> str:
+    """The directory of a run's GPU lock files (shared by every worker of the run, and only by them)."""
+    safe = re.sub(r"[^\w.-]", "_", run_key)
+    return os.path.join(tempfile.gettempdir(), f"triton-conformance-gpus-{os.getuid()}", safe)
+
+
+def claim_gpu(gpus: list[str], run_key: str, *, workers: int | None = None) -> Claim:
+    """Take a free GPU slot for this process and return it (held until the process exits).
+
+    With more workers than GPUs each GPU gets ``ceil(workers / len(gpus))``
+    slots; slots are tried GPU-first, so the load spreads evenly.  Raises
+    ConformanceUsageError if every slot is taken.
+    """
+    if not gpus:
+        raise ConformanceUsageError("no GPU to pin the worker to: none visible (CUDA_VISIBLE_DEVICES, nvidia-smi)")
+    per_gpu = max(1, -(-(workers or len(gpus)) // len(gpus)))
+    directory = lock_dir(run_key)
+    os.makedirs(directory, exist_ok=True)
+    for rank in range(per_gpu):
+        for index, gpu in enumerate(gpus):
+            slot = rank * len(gpus) + index
+            path = os.path.join(directory, f"slot{slot}.lock")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()} {gpu}\n".encode())
+            claim = Claim(gpu, slot, fd, path)
+            _held.append(claim)
+            return claim
+    raise ConformanceUsageError(
+        f"every GPU slot of this run is taken ({len(gpus)} GPUs x {per_gpu} in {directory}): more workers "
+        "than slots; give -n at most the number of GPUs")

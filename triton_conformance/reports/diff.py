@@ -6,17 +6,23 @@ reverse.  Any other change of outcome (wrong to crash, honoured to skipped) is
 listed as a change.  Subjects and cells present on one side only are listed as
 new or removed.  Known-bug subjects count like any other: a known bug that
 appears in a cell that used to pass is still a regression there.
+
+A ``performance`` cell honoured on both sides is a **performance regression**
+when its achieved fraction of peak drops by more than ``perf_threshold``
+(default 10%, relative: 0.80 -> 0.71 is a regression, 0.80 -> 0.73 is not);
+a rise by as much is listed as a change.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-__all__ = ["CellChange", "ResultsDiff", "diff_documents", "GOOD", "BAD"]
+__all__ = ["CellChange", "ResultsDiff", "diff_documents", "performance_note", "GOOD", "BAD", "PERF_THRESHOLD"]
 
 GOOD = ("honoured", "rejected")
 BAD = ("wrong", "unsafe", "crash", "timeout")
+PERF_THRESHOLD = 0.10  # relative drop in a performance cell's fraction of peak that is a regression
 
 
 @dataclass(frozen=True)
@@ -29,12 +35,14 @@ class CellChange:
     new: str | None
     finding: str | None = None
     expected_failure: str | None = None
+    note: str | None = None  # e.g. a performance cell's change of fraction of peak
 
     def line(self) -> str:
         arrow = f"{self.old or '(absent)'} -> {self.new or '(absent)'}"
         extra = f" ({self.finding})" if self.finding and self.new in BAD else ""
         known = "  [known bug]" if self.expected_failure else ""
-        return f"{self.subject}[{self.cell}]: {arrow}{extra}{known}"
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.subject}[{self.cell}]: {arrow}{extra}{note}{known}"
 
 
 @dataclass
@@ -95,8 +103,35 @@ def _cells(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["subject"], r["cell"]): r for r in doc.get("results", ())}
 
 
-def diff_documents(old: dict[str, Any], new: dict[str, Any]) -> ResultsDiff:
-    """Compare two results documents (as read by ``read_results``), baseline first."""
+def _fraction(r: dict[str, Any]) -> float | None:
+    details = r.get("details") if isinstance(r.get("details"), dict) else {}
+    value = details.get("fraction")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def performance_note(was: dict[str, Any], now: dict[str, Any], threshold: float) -> tuple[str, str] | None:
+    """``("regression" | "changed", note)`` when a measured cell's fraction of peak moved past ``threshold``."""
+    before, after = _fraction(was), _fraction(now)
+    if before is None or after is None or was.get("outcome") != "honoured" or now.get("outcome") != "honoured":
+        return None
+    relative = (after - before) / before
+    if abs(relative) <= threshold:
+        return None
+    note = f"fraction of peak {100 * before:.1f}% -> {100 * after:.1f}%, {100 * relative:+.0f}%"
+    return ("regression" if relative < 0 else "changed"), note
+
+
+def diff_documents(old: dict[str, Any], new: dict[str, Any], *,
+                   perf_threshold: float = PERF_THRESHOLD) -> ResultsDiff:
+    """Compare two results documents (as read by ``read_results``), baseline first.
+
+    ``perf_threshold``: the relative drop in a performance cell's fraction of
+    peak that counts as a regression (0.10: a tenth of what it was).
+    """
+    if not (isinstance(perf_threshold, (int, float)) and 0 <= perf_threshold < 1):
+        from triton_conformance.errors import InvalidArgument
+
+        raise InvalidArgument(f"diff_documents: perf_threshold={perf_threshold!r}, expected a number in [0, 1)")
     before, after = _cells(old), _cells(new)
     old_subjects = {s for s, _ in before}
     new_subjects = {s for s, _ in after}
@@ -117,6 +152,10 @@ def diff_documents(old: dict[str, Any], new: dict[str, Any]) -> ResultsDiff:
         elif now is None:
             out.removed_cells.append(change)
         elif change.old == change.new:
+            moved = performance_note(was, now, perf_threshold)
+            if moved is not None:
+                kind, note = moved
+                (out.regressions if kind == "regression" else out.changed).append(replace(change, note=note))
             continue
         elif change.old in GOOD and change.new in BAD:
             out.regressions.append(change)

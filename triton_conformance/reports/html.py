@@ -33,7 +33,14 @@ ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err
 # Keys shown elsewhere in the detail view, or repeats of the message.
 _HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels"}
 FAILING = ("wrong", "unsafe", "crash", "timeout")
-DIMENSION_ORDER = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "stochastic")
+DIMENSION_ORDER = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "stochastic",
+                   "performance")
+# A measured performance cell's figures: shown in their own table, not as error statistics.
+PERF_FIELDS = (("bound", "bound"), ("achieved", "achieved"), ("unit", "unit"), ("peak", "peak"),
+               ("fraction of peak", "fraction"), ("kernel ms (median)", "kernel_ms"),
+               ("torch ms (median)", "baseline_ms"), ("speedup vs torch", "speedup"), ("bytes", "bytes"),
+               ("flops", "flops"), ("dims", "dims"), ("dtypes", "dtypes"), ("timed calls", "reps"),
+               ("timer", "timer"), ("peaks", "peaks"))
 
 
 def _e(value: Any) -> str:
@@ -120,8 +127,12 @@ def _detail(idx: str, r: dict[str, Any], change: str | None) -> str:
         parts.append(f'<p class="message">{_e(r["message"])}</p>')
     if isinstance(r.get("counterexample"), dict):
         parts.append(_counterexample(r["counterexample"]))
+    measured = r["cell"] == "performance" and details.get("fraction") is not None
+    if measured:
+        parts.append("<h3>Performance</h3>" + _kv([(label, details[key]) for label, key in PERF_FIELDS
+                                                   if details.get(key) is not None]))
     stats = [(label, details[key]) for label, key in ERROR_FIELDS if key in details]
-    known = {key for _, key in ERROR_FIELDS} | _HIDDEN_DETAILS
+    known = {key for _, key in ERROR_FIELDS} | _HIDDEN_DETAILS | ({k for _, k in PERF_FIELDS} if measured else set())
     stats += [(k, v) for k, v in details.items() if k not in known and not series_points(v)]
     if stats:
         parts.append("<h3>Error statistics</h3>" + _kv(stats))
@@ -201,6 +212,40 @@ def _diff_section(diff: ResultsDiff, ids: dict[tuple[str, str], str]) -> str:
     return f'<section class="diff" id="diff"><h2>Changes since the baseline</h2>{"".join(parts)}</section>'
 
 
+def _perf_text(r: dict[str, Any]) -> tuple[str, str]:
+    """A measured performance cell's percent of peak for the matrix, and its figures for the tooltip."""
+    details = r.get("details") if isinstance(r.get("details"), dict) else {}
+    if r.get("cell") != "performance" or not isinstance(details.get("fraction"), (int, float)):
+        return "", ""
+    from triton_conformance.conformance.performance import figures_line
+
+    return f"{100 * details['fraction']:.0f}", figures_line(details)
+
+
+def _performance_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], str]) -> str:
+    """A table of every measured performance cell: achieved against the measured peak and against torch."""
+    rows = []
+    for r in results:
+        d = r.get("details") if isinstance(r.get("details"), dict) else {}
+        if r["cell"] != "performance" or not isinstance(d.get("fraction"), (int, float)):
+            continue
+        idx, unit = ids[(r["subject"], r["cell"])], d.get("unit", "")
+        speedup = f"{d['speedup']:.2f}x" if isinstance(d.get("speedup"), (int, float)) else "\u2014"
+        cells = [_fmt(d.get("dims")), f"{_fmt(d.get('achieved'))} {unit}", f"{_fmt(d.get('peak'))} {unit}",
+                 f"{100 * d['fraction']:.1f}%", _fmt(d.get("kernel_ms")), _fmt(d.get("baseline_ms")), speedup]
+        rows.append(f'<tr data-subject="{_e(r["subject"])}"><th scope="row"><a href="#{idx}" data-detail="{idx}">'
+                    f'{_e(r["subject"])}</a></th>' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    if not rows:
+        return ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in ("subject", "size", "achieved", "measured peak", "fraction",
+                                                    "kernel ms", "torch ms", "speedup"))
+    return (f'<section class="performance-section" id="performance"><h2>Performance</h2>'
+            f'<p class="muted">Median of CUDA-event timings with a cold L2; peaks measured on this device '
+            f'through torch (copy bandwidth; matmul rate per dtype).</p>'
+            f'<table class="kv performance"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
+            f'</table></section>')
+
+
 def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
             marks: dict[tuple[str, str], str]) -> str:
     cells = sorted({r["cell"] for r in results}, key=_cell_key)
@@ -239,9 +284,11 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
                 if (subject, c) in marks:
                     classes.append(marks[(subject, c)])
                 tip = f"{subject}[{c}]: {outcome}" + (f" ({r['finding']})" if r.get("finding") else "")
+                text, perf = _perf_text(r)
+                tip += f": {perf}" if perf else ""
                 tds.append(f'<td class="{" ".join(classes)}" data-outcome="{_e(outcome)}" '
                            f'style="background:{COLOURS.get(outcome, "#999")}"><a href="#{idx}" data-detail="{idx}" '
-                           f'title="{_e(tip)}">{LETTERS.get(outcome, "?")}</a></td>')
+                           f'title="{_e(tip)}">{_e(text) if text else LETTERS.get(outcome, "?")}</a></td>')
             rows.append(f'<tr class="subject" data-subject="{_e(subject)}" data-known="{1 if known else 0}">'
                         f'<th class="subject" scope="row">{_e(subject)}{badge}</th>{"".join(tds)}</tr>')
         bodies.append(f'<tbody class="family" data-family="{_e(family)}">{"".join(rows)}</tbody>')
@@ -270,7 +317,7 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
     if diff is not None:
         body.append(_diff_section(diff, ids))
     if results:
-        body += [_filters(families), _matrix(results, ids, marks)]
+        body += [_filters(families), _matrix(results, ids, marks), _performance_section(results, ids)]
     else:
         body.append('<section><p class="muted">This results file holds no cells.</p></section>')
     body.append("</main>")

@@ -15,7 +15,10 @@ Schema ``triton-conformance/results`` version 1::
 
 A CellResult holds subject, family, cell, outcome, finding, message, details,
 counterexample (a Spec as a dict), reproducer, examples, rejected_examples,
-duration_s, compiles and expected_failure.
+duration_s, compiles and expected_failure.  A measured ``performance`` cell
+(CUDA only) carries its figures in details: achieved, unit (GB/s or TFLOP/s),
+peak, fraction, kernel_ms, baseline_ms, speedup, bound, bytes, flops, dims,
+dtypes, reps, timer and peaks (see triton_conformance.conformance.performance_cell).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from triton_conformance.conformance.outcomes import CellResult
 
-__all__ = ["LETTERS", "matrix_lines"]
+__all__ = ["LETTERS", "matrix_lines", "performance_lines"]
 
 LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "timeout": "T",
            "skipped": "."}
@@ -19,6 +19,19 @@ def _groups(cells: list[str]) -> list[tuple[str, list[str]]]:
         dim, _, value = c.partition(":")
         groups.setdefault(dim, []).append(value or dim)
     return list(groups.items())
+
+
+def performance_lines(results: Iterable[CellResult]) -> list[str]:
+    """The figures of every measured ``performance`` cell, one line per subject (none if none was measured)."""
+    from triton_conformance.conformance.performance import figures_line
+
+    measured = sorted((r for r in results if r.cell == "performance" and (r.details or {}).get("fraction")),
+                      key=lambda r: (r.family, r.subject))
+    if not measured:
+        return []
+    width = max(len(r.subject) for r in measured) + 2
+    return ["", "performance (fraction of the measured peak; speed against torch):"] + [
+        f"  {r.subject.ljust(width)}{r.details.get('bound', '')}-bound: {figures_line(r.details)}" for r in measured]
 
 
 def matrix_lines(results: Iterable[CellResult]) -> list[str]:
@@ -48,6 +61,7 @@ def matrix_lines(results: Iterable[CellResult]) -> list[str]:
     for dim, values in groups:
         if values != [dim]:
             lines.append(f"  {dim}: " + " ".join(values))
+    lines += performance_lines(results)
     failures = [r for r in results if not r.passed]
     if failures:
         lines.append("")

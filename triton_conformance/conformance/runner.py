@@ -7,19 +7,20 @@ to the smallest spec that fails in any way.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis.errors import HypothesisException
+from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from triton_conformance.conformance.cells import expectation, skip_reason
 from triton_conformance.conformance.checks import EXAMPLE_REJECTED, Backend, run_example
-from triton_conformance.conformance.compiles import counting_compiles
+from triton_conformance.conformance.compiles import BudgetExhausted, counting_compiles, parse_budget
 from triton_conformance.conformance.outcomes import CellResult, Finding
 from triton_conformance.conformance.replay import reproducer
 from triton_conformance.conformance.subject import Subject
@@ -27,15 +28,34 @@ from triton_conformance.errors import InvalidArgument
 from triton_conformance.strategies._internal.layouts import strides_for
 from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, Spec, specs
 
-__all__ = ["PROFILES", "Violation", "run_cell", "profile_settings"]
+__all__ = ["PROFILES", "Violation", "run_cell", "profile_settings", "resolve_compile_budget",
+           "LARGE_INDEX_CELL"]
+
+DISCARDED = "discarded"
+LARGE_INDEX_CELL = "shape:large-index"  # its own runner: see conformance/large_index.py
 
 # max_examples per cell.  ci is derandomized so a run is repeatable.
+# compile_budget: most new Triton specializations a subject may compile on CUDA
+# (None: no limit); the environment variable CONFORMANCE_COMPILES overrides it.
 PROFILES = {
-    "dev": {"max_examples": 10, "derandomize": False, "max_elements": 1 << 12, "max_outer": 16},
-    "ci": {"max_examples": 10, "derandomize": True, "max_elements": 1 << 12, "max_outer": 16},
+    "dev": {"max_examples": 10, "derandomize": False, "max_elements": 1 << 12, "max_outer": 16,
+            "compile_budget": None},
+    "ci": {"max_examples": 10, "derandomize": True, "max_elements": 1 << 12, "max_outer": 16,
+           "compile_budget": None},
     "nightly": {"max_examples": 150, "derandomize": False, "max_elements": 1 << 18, "max_outer": 512,
-                "database": ".conformance/examples"},
+                "database": ".conformance/examples", "compile_budget": 16},
 }
+BUDGET_ENV = "CONFORMANCE_COMPILES"
+
+
+def resolve_compile_budget(profile: str, override: int | str | None = None) -> int | None:
+    """The per-subject compile budget: ``override``, else $CONFORMANCE_COMPILES, else the profile's (0: none)."""
+    if override is not None:
+        return parse_budget(override, "compile_budget")
+    env = os.environ.get(BUDGET_ENV)
+    if env not in (None, ""):
+        return parse_budget(env, f"{BUDGET_ENV} environment variable")
+    return PROFILES[profile].get("compile_budget")
 
 
 class Violation(Exception):
@@ -118,7 +138,11 @@ def error_by_size(subject: Subject, spec: Spec, backend: Backend, *, determinism
                    {int(d.min + (top - d.min) * i / (points - 1)) for i in range(points)})
     series = []
     for n in (n for n in sizes if d.min <= n <= d.max):
-        verdict = run_example(subject, replace(spec, dims={**spec.dims, sym: n}), backend, determinism=determinism)
+        try:
+            verdict = run_example(subject, replace(spec, dims={**spec.dims, sym: n}), backend,
+                                  determinism=determinism)
+        except BudgetExhausted:
+            continue  # the plot loses a point rather than the subject its compile budget
         if isinstance(verdict, Finding):
             err = verdict.details.get("max_abs_err")
             series.append({"x": n, "y": float(err) if err is not None else float("nan"), "outcome": verdict.outcome})
@@ -148,6 +172,7 @@ def run_cell(
     seed: int | None = None,
     max_examples: int | None = None,
     on_example: Callable[[Spec], None] | None = None,
+    compile_budget: int | None = None,
 ) -> CellResult:
     """Search ``cell`` of ``subject`` and return its verdict.
 
@@ -155,6 +180,9 @@ def run_cell(
     - ``profile``: ``dev``, ``ci`` or ``nightly`` (examples per cell, randomness, database).
     - ``seed``: a Hypothesis seed, for profiles that are not derandomized.
     - ``on_example``: called with each spec before it runs (a flight recorder).
+    - ``compile_budget``: on CUDA, most new specializations the subject may
+      compile in this process (default: see :func:`resolve_compile_budget`); an example
+      that needs one more is discarded and counted, not failed.
     """
     backend = backend or Backend()
     if profile not in PROFILES:
@@ -169,15 +197,33 @@ def run_cell(
     reason = skip_reason(contract, cell, untestable_dtypes=backend.untestable)
     if reason is not None:
         return CellResult(outcome="skipped", message=reason, **base)
+    if cell.startswith("stochastic:"):  # designed experiments, not a search
+        from triton_conformance.conformance.stochastic import run_stochastic_cell
+
+        return run_stochastic_cell(subject, cell, backend=backend, seed=seed)
+    budget = resolve_compile_budget(profile, compile_budget)
+    on_cuda = backend.name == "cuda"
+    if cell == LARGE_INDEX_CELL:
+        from triton_conformance.conformance.large_index import run_large_index_cell
+
+        with counting_compiles(enabled=on_cuda, subject=subject.name) as compiles:
+            result = run_large_index_cell(subject, backend=backend)
+        result.compiles = compiles.count if compiles is not None else None
+        return result
     testable = tuple(d for d in ("float16", "bfloat16", "float32", "float64") if d not in backend.untestable)
     p = PROFILES[profile]
-    strategy = specs(contract, cell=cell, dtypes=testable, max_elements=p["max_elements"], max_outer=p["max_outer"])
+    strategy = specs(contract, cell=cell, dtypes=testable, max_elements=p["max_elements"], max_outer=p["max_outer"],
+                     palette=on_cuda and budget is not None)
     counts: Counter[str] = Counter()
 
     def probe(spec: Spec) -> None:
         if on_example is not None:
             on_example(spec)
-        verdict = run_example(subject, spec, backend, determinism=(cell == "determinism"))
+        try:
+            verdict = run_example(subject, spec, backend, determinism=(cell == "determinism"))
+        except BudgetExhausted:
+            counts[DISCARDED] += 1
+            reject()  # not a failure: the example needs a kernel the budget cannot pay for
         if isinstance(verdict, Finding):
             counts["failed"] += 1
             raise Violation(verdict, spec)
@@ -187,9 +233,11 @@ def run_cell(
     test = profile_settings(profile, max_examples=max_examples)(given(strategy)(probe))
     if seed is not None and not PROFILES[profile]["derandomize"]:
         test = hypothesis_seed(seed)(test)
-    with counting_compiles(enabled=backend.name == "cuda") as compiles:
+    with counting_compiles(enabled=on_cuda, subject=subject.name, budget=budget) as compiles:
         failure = _search(test)
     n_compiles = compiles.count if compiles is not None else None
+    discarded = counts.pop(DISCARDED, 0)
+    budget_note = f", {discarded} discarded (compile budget {budget} used)" if discarded else ""
     if isinstance(failure, Violation):
         v = failure
         kind = expectation(contract, v.spec).kind
@@ -197,22 +245,32 @@ def run_cell(
         def fails(candidate: Spec) -> Finding | None:
             if expectation(contract, candidate).kind != kind or not in_shape_class(cell, candidate, v.spec):
                 return None  # stay on the same side of the contract, and in the cell's shape class
-            verdict = run_example(subject, candidate, backend, determinism=(cell == "determinism"))
+            try:
+                verdict = run_example(subject, candidate, backend, determinism=(cell == "determinism"))
+            except BudgetExhausted:
+                return None  # a candidate the budget cannot compile does not count as failing
             return verdict if isinstance(verdict, Finding) else None
 
         spec, f = v.spec, v.finding
-        if cell not in ("shape:empty", "shape:beyond-range"):
-            spec, f = minimize_dims(subject, spec, f, fails)
-        details = dict(f.details)
-        if kind == "honour":
-            sym, details["series"] = error_by_size(subject, spec, backend, determinism=(cell == "determinism"))
-            details["series_labels"] = {"x": f"{sym} (other dims as in the counterexample)", "y": "max abs error"}
+        with counting_compiles(enabled=on_cuda, subject=subject.name, budget=budget) as more:
+            if cell not in ("shape:empty", "shape:beyond-range"):
+                spec, f = minimize_dims(subject, spec, f, fails)
+            details = dict(f.details)
+            if kind == "honour":
+                sym, details["series"] = error_by_size(subject, spec, backend,
+                                                       determinism=(cell == "determinism"))
+                details["series_labels"] = {"x": f"{sym} (other dims as in the counterexample)",
+                                            "y": "max abs error"}
+        if n_compiles is not None and more is not None:
+            n_compiles += more.count
         return CellResult(
             outcome=f.outcome, finding=f.kind, message=f.message, details=details,
             counterexample=counterexample(subject, spec), reproducer=reproducer(subject, cell, spec, f, backend),
             examples=sum(counts.values()), rejected_examples=counts[EXAMPLE_REJECTED],
             duration_s=time.perf_counter() - start, compiles=n_compiles, **base,
         )
+    if isinstance(failure, Unsatisfiable) and discarded:
+        failure = None  # every example needed a kernel past the budget: nothing was wrong, little was run
     if failure is not None:
         return CellResult(outcome="crash", finding="search-error", message=f"hypothesis could not search "
                           f"this cell: {failure}", duration_s=time.perf_counter() - start, **base)
@@ -220,10 +278,15 @@ def run_cell(
     # refused cleanly (degenerate draws, such as a transpose of 1x1, are inside it).
     examples = sum(counts.values())
     rejected = counts[EXAMPLE_REJECTED]
+    if examples == 0 and discarded:
+        return CellResult(outcome="skipped", message=f"the subject's compile budget ({budget}) was used before "
+                          f"this cell ran an example; {discarded} discarded", details={"compile_budget_discarded":
+                          discarded}, duration_s=time.perf_counter() - start, compiles=n_compiles, **base)
     return CellResult(
         outcome="rejected" if rejected else "honoured",
         message=f"{examples} examples" + (f", {rejected} outside the contract, all rejected cleanly"
-                                          if rejected else ", all honoured"),
+                                          if rejected else ", all honoured") + budget_note,
+        details={"compile_budget_discarded": discarded} if discarded else {},
         examples=examples, rejected_examples=rejected,
         duration_s=time.perf_counter() - start, compiles=n_compiles, **base,
     )

@@ -8,7 +8,13 @@ with :func:`build_inputs`.
 
 from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, Layout, layouts, strides_for
 from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES
-from triton_conformance.strategies._internal.sizes import boundary_sizes, non_power_of_two_sizes, sizes
+from triton_conformance.strategies._internal.sizes import (
+    boundary_sizes,
+    non_power_of_two_sizes,
+    palette_sizes,
+    sizes,
+    specialization_class,
+)
 from triton_conformance.strategies._internal.specs import Spec, specs
 
 __all__ = [
@@ -21,7 +27,9 @@ __all__ = [
     "build_inputs",
     "layouts",
     "non_power_of_two_sizes",
+    "palette_sizes",
     "sizes",
+    "specialization_class",
     "specs",
     "strides_for",
 ]

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from triton_conformance.strategies._internal.validation import check_bounds
 
-__all__ = ["boundary_sizes", "sizes", "non_power_of_two_sizes", "PRIMES"]
+__all__ = ["boundary_sizes", "sizes", "non_power_of_two_sizes", "PRIMES", "palette_sizes", "specialization_class",
+           "PALETTE_BLOCKS"]
 
 # Primes near powers of two, where a tail block is almost full or almost empty.
 PRIMES = (2, 3, 5, 7, 13, 17, 31, 61, 67, 127, 131, 251, 257, 509, 521, 1021, 1031, 2039, 2053, 4093, 4099, 8191)
@@ -66,3 +67,35 @@ def non_power_of_two_sizes(*, min_value: int = 1, max_value: int = 4096) -> st.S
     check_bounds("non_power_of_two_sizes", min_value=min_value, max_value=max_value)
     pool = tuple(v for v in boundary_sizes(min_value, max_value) if not _is_pow2(v) and v > 1)
     return st.sampled_from(pool or boundary_sizes(min_value, max_value))
+
+
+# Block sizes a palette brackets with BLOCK - 1, BLOCK, BLOCK + 1: every other
+# power of two from 16, so a dim visits few octaves (each may be a new
+# constexpr block size) while still crossing the common tile sizes.
+PALETTE_BLOCKS = (16, 64, 256, 1024, 4096, 16384, 65536)
+
+
+def specialization_class(n: int) -> str:
+    """Triton's class for an int argument: ``"one"`` (== 1), ``"div16"`` (% 16 == 0) or ``"other"``."""
+    if n == 1:
+        return "one"
+    return "div16" if n % 16 == 0 else "other"
+
+
+@lru_cache(maxsize=256)
+def palette_sizes(min_value: int, max_value: int) -> tuple[int, ...]:
+    """A small, class-aware set of sizes in ``[min_value, max_value]``, for back ends that compile.
+
+    Triton compiles one kernel per specialization: int arguments fall into the
+    classes ``== 1``, ``% 16 == 0`` and other, and launchers derive constexpr
+    block sizes from dims.  Drawing from this palette instead of any integer
+    makes repeated examples reuse compiled kernels, while every class and the
+    boundaries ``BLOCK - 1``, ``BLOCK``, ``BLOCK + 1`` of :data:`PALETTE_BLOCKS`
+    stay reachable: 1, 2, 3, 48 (a multiple of 16 that is no power of two),
+    the block boundaries, and both ends of the range.
+    """
+    check_bounds("palette_sizes", min_value=min_value, max_value=max_value)
+    out = {1, 2, 3, 48, min_value, max_value}
+    for block in PALETTE_BLOCKS:
+        out.update((block - 1, block, block + 1))
+    return tuple(sorted(v for v in out if min_value <= v <= max_value))

@@ -20,7 +20,7 @@ from triton_conformance.strategies._internal.layouts import (
     layout_applies,
     layouts,
 )
-from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, sizes
+from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
 from triton_conformance.strategies._internal.validation import check_one_of
 
 __all__ = ["Spec", "specs", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
@@ -109,7 +109,7 @@ def _integer_root(n: int, r: int) -> int:
 
 @st.composite
 def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: int,
-          forced: dict[str, int]) -> dict[str, int]:
+          forced: dict[str, int], palette: bool = False) -> dict[str, int]:
     """Draw every dim symbol, keeping each input's element count within ``budget``."""
     out: dict[str, int] = dict(forced)
     widest = _largest_dim(contract)
@@ -136,6 +136,13 @@ def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: in
         cap = max(d.min, cap)
         if shape_class == "tiny":
             out[sym] = draw(st.integers(d.min, max(d.min, min(d.max, 3))))
+        elif palette:  # few distinct sizes per specialization class, so compiled kernels are reused
+            # The palette of the dim's own range, cut at the budget: the cut itself
+            # varies with the other dims, so it would be a new size every time.
+            pool = tuple(v for v in palette_sizes(d.min, d.max) if v <= cap) or (d.min,)
+            if shape_class == "non-pow2":
+                pool = tuple(v for v in pool if v > 1 and v & (v - 1)) or pool
+            out[sym] = draw(st.sampled_from(pool))
         elif shape_class == "non-pow2":
             out[sym] = draw(non_power_of_two_sizes(min_value=d.min, max_value=cap))
         else:
@@ -143,14 +150,20 @@ def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: in
     return out
 
 
-def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None, budget: int):
+def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None, budget: int,
+                 palette: bool = False):
     """Strategy for the dims a cell pins before the rest are drawn."""
     dims = contract.dims
     if shape_class == "beyond-block":
         sym = _largest_dim(contract)
         hi = dims[sym].max
         lo = max(dims[sym].min, min(BEYOND_BLOCK, hi // 2 + 1))
-        return st.integers(lo, max(lo, min(hi, 2 * budget))).map(lambda n: {sym: n})
+        top = max(lo, min(hi, 2 * budget))
+        if palette:  # the boundary itself, the next multiple of 16 and one past it
+            up16 = -(-lo // 16) * 16
+            return st.sampled_from(sorted({n for n in (lo, up16, up16 + 1) if n <= top} | {lo})).map(
+                lambda n: {sym: n})
+        return st.integers(lo, top).map(lambda n: {sym: n})
     if shape_class == "empty":
         admits_zero = [s for s, d in dims.items() if d.min == 0]
         return st.sampled_from(admits_zero or list(dims)).map(lambda s: {s: 0})
@@ -208,6 +221,7 @@ def specs(
     dtypes: tuple[str, ...] | None = None,
     max_elements: int | None = None,
     max_outer: int = DEFAULT_MAX_OUTER,
+    palette: bool = False,
 ) -> st.SearchStrategy[Spec]:
     """Returns a strategy for :class:`Spec` examples of ``contract`` in one contract cell.
 
@@ -219,6 +233,9 @@ def specs(
       ``max_elements`` caps it too; default 16384), except for dims a cell pins.
     - ``max_outer``: cap on every dim but the widest (the reduced one if named),
       since those usually set the grid.
+    - ``palette``: draw sizes from :func:`palette_sizes`, a few per Triton
+      specialization class, so that on a compiling back end (CUDA) repeated
+      examples reuse kernels instead of compiling one per example.
 
     Only the cell's own dimension leaves its default: a layout cell draws
     contiguous dtypes-and-values, a dtype cell contiguous layouts, and so on.
@@ -243,8 +260,8 @@ def specs(
 
     @st.composite
     def draw_spec(draw) -> Spec:
-        forced = draw(_forced_dims(contract, shape_class, layout_class, budget))
-        dims = draw(_dims(contract, shape_class, budget, max_outer, forced))
+        forced = draw(_forced_dims(contract, shape_class, layout_class, budget, palette))
+        dims = draw(_dims(contract, shape_class, budget, max_outer, forced, palette))
         return Spec(
             dims=dims,
             dtypes=_pick_dtype(contract, draw(dtype)),

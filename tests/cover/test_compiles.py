@@ -1,0 +1,220 @@
+"""The compile budget (conformance/compiles.py) and the class-aware size palette.
+
+The interpreter compiles nothing, so these tests call Triton's
+``jit_cache_hook`` themselves, with the keyword arguments Triton 3.6 passes
+(measured on the H200: key, repr, fn=JitFunctionInfo, compile, is_manual_warmup,
+already_compiled), from pure-torch launchers that "compile" one kernel per
+specialization class of their size.
+"""
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import triton_conformance as tc
+from triton_conformance import Dim, InvalidArgument, Tensor
+from triton_conformance.conformance.checks import Backend
+from triton_conformance.conformance.compiles import (
+    BudgetExhausted,
+    CompileLedger,
+    compiles_by_subject,
+    counting_compiles,
+    make_hook,
+    parse_budget,
+)
+from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.conformance.runner import PROFILES, resolve_compile_budget, run_cell
+from triton_conformance.strategies import palette_sizes, specialization_class, specs
+from triton_conformance.strategies._internal.sizes import PALETTE_BLOCKS
+
+knobs = pytest.importorskip("triton").knobs
+_ids = itertools.count()
+
+
+def fake_compile(name: str, key) -> None:
+    """What Triton does on an in-memory cache miss: call jit_cache_hook before compiling."""
+    hook = knobs.runtime.jit_cache_hook
+    if hook is not None:
+        info = SimpleNamespace(module="fake_kernels", name=name, jitfn=None)
+        hook(key=key, repr=f"{name}[{key}]", fn=info,
+             compile={"key": key, "signature": {}, "device": 0, "constants": {}, "num_warps": 4, "configs": [],
+                      "specialization_data": "", "is_warmup": False},
+             is_manual_warmup=False, already_compiled=False)
+
+
+# -- the ledger and the hook ---------------------------------------------------
+
+def test_hook_counts_each_new_specialization_once_per_subject():
+    ledger = CompileLedger()
+    with counting_compiles(subject="s", budget=None, ledger=ledger) as counter:
+        for key in ("a", "b", "a", "c", "b"):
+            fake_compile("k", key)
+    assert counter.count == 3 and ledger.used("s") == 3
+    with counting_compiles(subject="s", budget=None, ledger=ledger) as again:
+        fake_compile("k", "a")  # e.g. another device: already charged to the subject
+        fake_compile("other_kernel", "a")  # same key, another kernel: a new specialization
+    assert again.count == 1 and ledger.used("s") == 4
+    assert knobs.runtime.jit_cache_hook is None, "the hook is restored afterwards"
+
+
+def test_hook_raises_budget_exhausted_past_the_budget_and_not_before():
+    ledger = CompileLedger()
+    with counting_compiles(subject="s", budget=2, ledger=ledger) as counter:
+        fake_compile("k", 1)
+        fake_compile("k", 2)
+        fake_compile("k", 1)  # already paid for: allowed
+        with pytest.raises(BudgetExhausted, match="compile budget of 2") as info:
+            fake_compile("k", 3)
+    assert counter.count == 2 and info.value.subject == "s"
+    assert not isinstance(info.value, Exception), "launchers' `except Exception` must not swallow it"
+    with counting_compiles(subject="t", budget=2, ledger=ledger):
+        fake_compile("k", 3)  # another subject has its own budget
+
+
+def test_hook_chains_the_previous_hook_and_returns_its_answer():
+    calls = []
+    hook = make_hook(CompileLedger(), "s", None, SimpleNamespace(count=0),
+                     previous=lambda **kw: calls.append(kw["key"]) or True)
+    assert hook(key="k1", fn=SimpleNamespace(module="m", name="f")) is True
+    assert calls == ["k1"]
+
+
+def test_no_hook_without_cuda():
+    with counting_compiles(enabled=False) as counter:
+        fake_compile("k", 1)
+    assert counter is None
+
+
+@pytest.mark.parametrize("value, expected", [(None, None), ("", None), ("0", None), (0, None), ("16", 16), (3, 3)])
+def test_parse_budget(value, expected):
+    assert parse_budget(value) == expected
+
+
+@pytest.mark.parametrize("value", ["many", "-1", -2, True])
+def test_parse_budget_names_bad_values(value):
+    with pytest.raises(InvalidArgument, match="expected a non-negative number"):
+        parse_budget(value, "CONFORMANCE_COMPILES environment variable")
+
+
+def test_budget_resolution_order(monkeypatch):
+    monkeypatch.delenv("CONFORMANCE_COMPILES", raising=False)
+    assert resolve_compile_budget("nightly") == PROFILES["nightly"]["compile_budget"] == 16
+    assert resolve_compile_budget("ci") is None
+    monkeypatch.setenv("CONFORMANCE_COMPILES", "5")
+    assert resolve_compile_budget("nightly") == 5
+    assert resolve_compile_budget("nightly", 7) == 7
+    monkeypatch.setenv("CONFORMANCE_COMPILES", "0")
+    assert resolve_compile_budget("nightly") is None
+
+
+def test_totals_per_subject():
+    results = [CellResult(subject="a", family="f", cell="x", outcome="honoured", compiles=3),
+               CellResult(subject="a", family="f", cell="y", outcome="honoured", compiles=2),
+               {"subject": "b", "cell": "x", "compiles": 1}, {"subject": "c", "cell": "x", "compiles": None}]
+    assert compiles_by_subject(results) == {"a": 5, "b": 1}
+
+
+# -- the runner under a budget -----------------------------------------------
+
+def compiling_add(x):
+    """A launcher that 'compiles' one kernel per (size class, octave) of N, like a Triton launcher."""
+    n = x.shape[0]
+    fake_compile("add_kernel", (specialization_class(n), max(n, 1).bit_length(), str(x.dtype)))
+    return x * 2
+
+
+def declare(launcher, dims):
+    return tc.register(launcher, name=f"cover_{launcher.__name__}_{next(_ids)}",
+                       inputs={"x": Tensor(("N",), dtypes=("float32",))}, dims=dims, oracle=lambda x: x * 2)
+
+
+def test_runner_discards_examples_past_the_budget_and_counts_compiles():
+    subject = declare(compiling_add, {"N": Dim(1, 4096)})
+    cuda_on_cpu = Backend(name="cuda", device="cpu")  # hooks armed; tensors stay on the CPU
+    results = [run_cell(subject, cell, backend=cuda_on_cpu, profile="ci", compile_budget=3, max_examples=40)
+               for cell in ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")]
+    assert all(r.passed for r in results), [(r.cell, r.outcome, r.message) for r in results]
+    assert sum(r.compiles for r in results) <= 3
+    assert any("discarded (compile budget 3 used)" in r.message or r.outcome == "skipped" for r in results)
+    assert all(r.details.get("compile_budget_discarded", 0) >= 0 for r in results)
+
+
+def test_runner_without_a_budget_compiles_per_class():
+    subject = declare(compiling_add, {"N": Dim(1, 4096)})
+    r = run_cell(subject, "layout:contiguous", backend=Backend(name="cuda", device="cpu"), profile="ci",
+                 compile_budget=0, max_examples=40)
+    assert r.outcome == "honoured" and "discarded" not in r.message
+    assert r.compiles > 3
+
+
+def test_a_bug_found_within_the_budget_is_still_reported():
+    def wrong_past_64(x):
+        compiling_add(x)
+        return x * 2 if x.shape[0] <= 64 else x * 3
+
+    subject = declare(wrong_past_64, {"N": Dim(1, 4096)})
+    r = run_cell(subject, "shape:beyond-block", backend=Backend(name="cuda", device="cpu"), profile="ci",
+                 compile_budget=4)
+    assert r.outcome == "wrong" and r.finding == "mismatch"
+
+
+def test_interpreter_counts_nothing():
+    subject = declare(compiling_add, {"N": Dim(1, 64)})
+    r = run_cell(subject, "layout:contiguous", backend=Backend(), profile="ci", compile_budget=1)
+    assert r.compiles is None and r.outcome == "honoured" and "discarded" not in r.message
+
+
+# -- the palette -----------------------------------------------------------------
+
+@pytest.mark.parametrize("lo, hi", [(1, 1 << 20), (0, 8192), (1, 4096), (2, 100)])
+def test_palette_covers_every_specialization_class_and_block_boundary(lo, hi):
+    pool = palette_sizes(lo, hi)
+    assert all(lo <= n <= hi for n in pool) and lo in pool and hi in pool
+    classes = {specialization_class(n) for n in pool}
+    assert classes >= ({"div16", "other"} | ({"one"} if lo <= 1 else set()))
+    for block in PALETTE_BLOCKS:
+        for n in (block - 1, block, block + 1):
+            if lo <= n <= hi:
+                assert n in pool, (block, n)
+    assert any(n % 16 == 0 and n & (n - 1) for n in pool if n > 0) or hi < 48, "a multiple of 16 off the powers"
+
+
+def test_palette_is_small():
+    assert len(palette_sizes(1, 1 << 30)) <= 3 * len(PALETTE_BLOCKS) + 6
+
+
+def test_specialization_classes_match_triton_3_6():
+    # measured: (100, 1) and (101, 1) share a kernel; 112, 128, 1 and 17 each differ from them
+    assert specialization_class(100) == specialization_class(101) == specialization_class(17) == "other"
+    assert specialization_class(112) == specialization_class(128) == specialization_class(32) == "div16"
+    assert specialization_class(1) == "one"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_palette_specs_draw_only_palette_sizes(data):
+    contract = tc.Contract(inputs={"x": Tensor(("M", "N"))}, dims={"M": Dim(1, 64), "N": Dim(1, 8192)},
+                           oracle=lambda x: x)
+    for cell in ("layout:contiguous", "shape:non-pow2"):
+        spec = data.draw(specs(contract, cell=cell, palette=True))
+        assert spec.dims["N"] in palette_sizes(1, 8192) and spec.dims["M"] in palette_sizes(1, 64)
+        if cell == "shape:non-pow2":
+            assert all(n > 1 and n & (n - 1) for n in spec.dims.values())
+    spec = data.draw(specs(contract, cell="shape:beyond-block", palette=True))
+    assert spec.dims["N"] in (4097, 4112, 4113)
+
+
+def test_palette_specs_reach_each_class_of_a_dim():
+    contract = tc.Contract(inputs={"x": Tensor(("N",))}, dims={"N": Dim(1, 8192)}, oracle=lambda x: x)
+    seen = set()
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(specs(contract, palette=True))
+    def collect(spec):
+        seen.add(specialization_class(spec.dims["N"]))
+
+    collect()
+    assert seen == {"one", "div16", "other"}

@@ -25,7 +25,7 @@ def result(subject: str, cell: str, outcome: str, *, family: str = "fam", **extr
     r = {"subject": subject, "family": family, "cell": cell, "outcome": outcome, "finding": None,
          "message": f"{outcome} message", "details": {}, "counterexample": None, "reproducer": None,
          "examples": 10, "rejected_examples": 0, "duration_s": 0.5, "compiles": 1, "expected_failure": None}
-    if outcome in ("wrong", "unsafe", "crash", "timeout"):
+    if outcome in ("wrong", "unsafe", "crash", "compile-error", "timeout"):
         r.update(finding="mismatch", details=copy.deepcopy(FAILING_DETAILS),
                  counterexample=copy.deepcopy(COUNTEREXAMPLE), reproducer=REPRODUCER)
     r.update(extra)

@@ -121,7 +121,7 @@ def test_status_and_category_follow_the_outcome(outcome: str, known: bool) -> No
     result = TestResult(name="k[memory]", status="broken", statusDetails=StatusDetails(message="x", trace="tb"),
                         labels=[Label("feature", "k"), Label("story", "memory")])
     plugin.report_result(result)
-    failing = outcome in ("wrong", "unsafe", "crash", "timeout")
+    failing = outcome in ("wrong", "unsafe", "crash", "compile-error", "timeout")
     expected = "skipped" if known and failing else ALLURE_STATUS[outcome]
     assert result.status == expected
     matched = [c["name"] for c in categories() if result.status in c["matchedStatuses"]

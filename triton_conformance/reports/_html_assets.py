@@ -4,7 +4,7 @@ __all__ = ["CSS", "JS", "COLOURS"]
 
 COLOURS = {
     "honoured": "#2e9d4f", "rejected": "#7cc0a0", "wrong": "#d62f2f", "unsafe": "#8e2bb0",
-    "crash": "#e0701a", "timeout": "#e0b21a", "skipped": "#d4d4d4",
+    "crash": "#e0701a", "compile-error": "#b5651d", "timeout": "#e0b21a", "skipped": "#d4d4d4",
 }
 
 CSS = """
@@ -125,7 +125,7 @@ JS = r"""
   boxes.concat([family, known]).forEach(function (el) { el.addEventListener("change", applyFilters); });
   search.addEventListener("input", applyFilters);
   document.getElementById("failing-only").addEventListener("click", function () {
-    boxes.forEach(function (b) { b.checked = ["wrong", "unsafe", "crash", "timeout"].indexOf(b.value) >= 0; }); applyFilters();
+    boxes.forEach(function (b) { b.checked = ["wrong", "unsafe", "crash", "compile-error", "timeout"].indexOf(b.value) >= 0; }); applyFilters();
   });
   document.getElementById("show-all").addEventListener("click", function () {
     boxes.forEach(function (b) { b.checked = true; }); search.value = ""; family.value = ""; known.checked = true; applyFilters();

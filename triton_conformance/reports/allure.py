@@ -13,7 +13,7 @@ Per cell, in whichever process runs it (an xdist worker or the only one):
 - the reproducer attached as ``reproducer.py``, the counterexample and error
   statistics as JSON;
 - status from the outcome class: honoured and rejected pass, wrong and
-  unsafe fail, crash and timeout are broken, skipped is skipped; a known
+  unsafe fail, crash, compile-error and timeout are broken, skipped is skipped; a known
   bug's failing cell stays skipped (pytest's xfail) and is marked known.
 
 On the controller at the end: ``categories.json`` (one category per failing
@@ -33,11 +33,13 @@ __all__ = ["AllureConformance", "CATEGORIES", "ALLURE_STATUS", "categories", "en
 
 # outcome class -> Allure status
 ALLURE_STATUS = {"honoured": "passed", "rejected": "passed", "skipped": "skipped", "wrong": "failed",
-                 "unsafe": "failed", "crash": "broken", "timeout": "broken"}
+                 "unsafe": "failed", "crash": "broken", "compile-error": "broken", "timeout": "broken"}
 CATEGORIES = (
     ("wrong: silently wrong numbers", "wrong", "failed"),
     ("unsafe: out-of-bounds, unwritten, poisoned read or mutated input", "unsafe", "failed"),
-    ("crash: exception, abort or compile failure inside the contract", "crash", "broken"),
+    ("crash: exception, abort or lost CUDA context inside the contract", "crash", "broken"),
+    ("compile-error: the kernel failed to compile (out of shared memory, static_assert, ptxas)", "compile-error",
+     "broken"),
     ("timeout: did not finish in time", "timeout", "broken"),
 )
 KNOWN_PREFIX = "known bug"

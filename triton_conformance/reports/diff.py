@@ -1,7 +1,7 @@
 """The nightly diff: what changed between two results documents.
 
 A **regression** is a cell that passed in the baseline (honoured, or rejected
-cleanly) and now fails (wrong, unsafe, crash or timeout).  A **fix** is the
+cleanly) and now fails (wrong, unsafe, crash, compile-error or timeout).  A **fix** is the
 reverse.  Any other change of outcome (wrong to crash, honoured to skipped) is
 listed as a change.  Subjects and cells present on one side only are listed as
 new or removed.  Known-bug subjects count like any other: a known bug that
@@ -21,7 +21,7 @@ from typing import Any
 __all__ = ["CellChange", "ResultsDiff", "diff_documents", "performance_note", "GOOD", "BAD", "PERF_THRESHOLD"]
 
 GOOD = ("honoured", "rejected")
-BAD = ("wrong", "unsafe", "crash", "timeout")
+BAD = ("wrong", "unsafe", "crash", "compile-error", "timeout")
 PERF_THRESHOLD = 0.10  # relative drop in a performance cell's fraction of peak that is a regression
 
 
@@ -117,7 +117,7 @@ def performance_note(was: dict[str, Any], now: dict[str, Any], threshold: float)
     relative = (after - before) / before
     if abs(relative) <= threshold:
         return None
-    note = f"fraction of peak {100 * before:.1f}% -> {100 * after:.1f}%, {100 * relative:+.0f}%"
+    note = f"fraction of peak {100 * before:.1f}% -> {100 * after:.1f}%, {100 * relative:+.1f}%"
     return ("regression" if relative < 0 else "changed"), note
 
 

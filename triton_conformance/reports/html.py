@@ -21,9 +21,9 @@ from triton_conformance.reports.svg import line_plot, series_points
 
 __all__ = ["render_html", "write_html", "OUTCOME_ORDER"]
 
-OUTCOME_ORDER = ("honoured", "rejected", "wrong", "unsafe", "crash", "timeout", "skipped")
-LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "timeout": "T",
-           "skipped": "\u00b7"}
+OUTCOME_ORDER = ("honoured", "rejected", "wrong", "unsafe", "crash", "compile-error", "timeout", "skipped")
+LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "compile-error": "K",
+           "timeout": "T", "skipped": "\u00b7"}
 ENV_FIELDS = (("device", "device_name"), ("triton", "triton"), ("torch", "torch"), ("python", "python"),
               ("hypothesis", "hypothesis"), ("profile", "profile"), ("seed", "seed"), ("commit", "commit"),
               ("host", "host"), ("platform", "platform"), ("triton-conformance", "triton_conformance"))
@@ -32,7 +32,7 @@ ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err
                 ("tolerance", "tolerance"), ("statistic", "statistic"), ("p-value", "p_value"))
 # Keys shown elsewhere in the detail view, or repeats of the message.
 _HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels"}
-FAILING = ("wrong", "unsafe", "crash", "timeout")
+FAILING = ("wrong", "unsafe", "crash", "compile-error", "timeout")
 DIMENSION_ORDER = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "stochastic",
                    "performance")
 # A measured performance cell's figures: shown in their own table, not as error statistics.

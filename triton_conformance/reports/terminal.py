@@ -8,9 +8,9 @@ from triton_conformance.conformance.outcomes import CellResult
 
 __all__ = ["LETTERS", "matrix_lines", "performance_lines"]
 
-LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "timeout": "T",
-           "skipped": "."}
-LEGEND = "H honoured  R rejected cleanly  W wrong  U unsafe  C crash  T timeout  . skipped"
+LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "compile-error": "K",
+           "timeout": "T", "skipped": "."}
+LEGEND = "H honoured  R rejected cleanly  W wrong  U unsafe  C crash  K compile-error  T timeout  . skipped"
 
 
 def _groups(cells: list[str]) -> list[tuple[str, list[str]]]:

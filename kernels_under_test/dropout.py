@@ -12,15 +12,16 @@ with probability ``1 - p``, in one pass over memory:
   and scale survivors by ``1 / (1 - p)`` so the expected output is ``relu(x)``;
 * store, masking the tail so any element count works.
 
-Contract (enforced by :func:`relu_dropout`): ``x`` is a contiguous fp16, bf16
-or fp32 tensor of any shape with fewer than 2**31 elements (the kernel's
-offsets are int32); ``0 <= p < 1`` (``p = 1`` would divide by zero, so it is
+Contract (enforced by :func:`relu_dropout`): ``x`` is an fp16, bf16 or fp32
+tensor of any shape and strides (the launcher makes it contiguous first) with
+fewer than 2**31 elements (the kernel's offsets are int32); ``0 <= p < 1`` (``p = 1`` would divide by zero, so it is
 rejected rather than special-cased); ``seed`` is an int in [0, 2**31). The
 same ``(x, p, seed)`` gives bitwise-identical output.
 
-Not yet a subject: the stochastic contract model (issue 3) does not exist, so
-this module declares no ``@subject``. :data:`DROPOUT_CONTRACT_DRAFT` holds the
-contract as plain data for whoever adds that model.
+Declared as a stochastic subject: its ``oracle`` is ReLU, the deterministic
+part, and its model is :class:`~triton_conformance.Dropout`, which says each
+output element is 0 or ``relu(x) / (1 - p)``, dropped independently with
+probability ``p``.  The suite checks that with statistical tests.
 """
 
 from numbers import Integral, Real
@@ -28,6 +29,8 @@ from numbers import Integral, Real
 import torch
 import triton
 import triton.language as tl
+
+from triton_conformance import Dim, Dropout, Scalar, Tensor, subject
 
 # %%
 # Compute kernel
@@ -60,8 +63,8 @@ def relu_dropout_kernel(
 
 
 # %%
-# Launcher and draft contract
-# ---------------------------
+# Contract and launcher
+# ---------------------
 # The launcher checks every argument against the contract before launching,
 # so an input outside it is a clear exception, never silent numbers.
 
@@ -70,37 +73,17 @@ MAX_ELEMENTS = 2**31 - 1  # int32 offsets in the kernel
 MAX_SEED = 2**31 - 1  # an int32 argument on every backend
 BLOCK_SIZE = 1024
 
-DROPOUT_CONTRACT_DRAFT = {
-    "family": "dropout",
-    "launcher": "relu_dropout",
-    "inputs": {
-        "x": {
-            "dims": ("N",),  # any shape; the kernel sees the N = x.numel() elements in memory order
-            "any_shape": True,
-            "dtypes": ("float16", "bfloat16", "float32"),
-            "layouts": "contiguous",  # non-contiguous input is rejected with ValueError
-            "values": "finite",
-        },
-    },
-    "dims": {"N": (0, MAX_ELEMENTS)},
-    "params": {
-        "p": {"kind": "probability", "min": 0.0, "max": 1.0, "max_inclusive": False, "try": (0.0, 0.1, 0.5, 0.9, 0.99)},
-        "seed": {"kind": "seed", "min": 0, "max": MAX_SEED},
-    },
-    "seed_param": "seed",
-    "offset_param": None,  # the random stream is keyed by the flat element index only
-    "rejects": {"p=1": "ValueError", "non-contiguous x": "ValueError", "float64 x": "TypeError"},
-    "determinism": "bitwise-identical output for equal (x, p, seed)",
-    "model": {
-        "kind": "dropout",
-        "f": "relu",  # the deterministic oracle applied before the drop
-        "drop_probability": "p",
-        "kept_value": "f(x) / (1 - p)",
-        "dropped_value": 0.0,
-        "independent": "across elements, and of x's values, signs and positions",
-        "rate_observable_on": "elements with f(x) != 0",  # a dropped zero looks like a kept zero
-    },
-}
+# Any shape works (the kernel sees x.numel() elements in memory order); the
+# contract declares two dims so that the suite can look for masks repeating by row.
+DROPOUT_CONTRACT = dict(
+    inputs={"x": Tensor(("M", "N"), dtypes=("float16", "bfloat16", "float32"), layouts="any")},
+    dims={"M": Dim(0, MAX_ELEMENTS), "N": Dim(0, MAX_ELEMENTS)},
+    scalars={"p": Scalar(0.0, 0.999), "seed": Scalar(0, MAX_SEED, kind="int")},
+    oracle=lambda x, p, seed: torch.relu(x),  # the deterministic part; the model adds the drop
+    model=Dropout(p="p", seed="seed"),
+    deterministic=False,
+    max_elements=MAX_ELEMENTS,
+)
 
 
 def check_dropout_args(x, p, seed, fn="relu_dropout"):
@@ -109,8 +92,6 @@ def check_dropout_args(x, p, seed, fn="relu_dropout"):
         raise TypeError(f"{fn}: x is a {type(x).__name__}, expected a torch.Tensor")
     if x.dtype not in DTYPES:
         raise TypeError(f"{fn}: x.dtype={x.dtype}, expected one of float16, bfloat16, float32")
-    if not x.is_contiguous():
-        raise ValueError(f"{fn}: x.stride()={tuple(x.stride())}, expected a contiguous tensor")
     if x.numel() > MAX_ELEMENTS:
         raise ValueError(f"{fn}: x.numel()={x.numel()}, expected at most {MAX_ELEMENTS} elements")
     if isinstance(p, bool) or not isinstance(p, Real):
@@ -126,15 +107,19 @@ def check_dropout_args(x, p, seed, fn="relu_dropout"):
     return p, seed
 
 
+@subject(**DROPOUT_CONTRACT)
 def relu_dropout(x, p, seed):
     """``relu(x)`` with each element dropped (set to 0) with probability ``p`` and survivors scaled by ``1/(1-p)``.
 
-    ``x``: a contiguous fp16/bf16/fp32 tensor of any shape; ``p``: 0 <= p < 1;
-    ``seed``: an int in [0, 2**31). Returns a new tensor like ``x``. The mask
-    depends only on ``seed`` and each element's flat index.
+    ``x``: an fp16/bf16/fp32 tensor of any shape and strides; ``p``: 0 <= p < 1;
+    ``seed``: an int in [0, 2**31). Returns a new contiguous tensor of x's shape.
+    The mask depends only on ``seed`` and each element's row-major index.
     """
     p, seed = check_dropout_args(x, p, seed)
-    out = torch.empty_like(x)
+    # The kernel walks memory in order; any other layout is copied first, so the
+    # mask follows the logical (row-major) order of the elements.
+    x = x.contiguous()
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n = x.numel()
     if n == 0:
         return out  # a grid of zero programs is not a launch every backend accepts

@@ -19,6 +19,7 @@ from triton_conformance.conformance import (
     subject,
 )
 from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract
+from triton_conformance.oracles.models import Dropout, Events, StochasticModel
 
 __version__ = "0.1.0"
 
@@ -26,11 +27,14 @@ __all__ = [
     "ConformanceUsageError",
     "Contract",
     "Dim",
+    "Dropout",
+    "Events",
     "InvalidArgument",
     "InvalidContract",
     "Mask",
     "Performance",
     "Scalar",
+    "StochasticModel",
     "Subject",
     "Tensor",
     "Tolerance",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES, Contract
+from triton_conformance.conformance.stochastic import STOCHASTIC_CELLS, stochastic_cells
 from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, layout_applies, strides_for
 from triton_conformance.strategies._internal.specs import Spec
 
@@ -37,20 +38,22 @@ def cells_for(contract: Contract) -> list[str]:
     if contract.mask_name:
         cells += [f"mask:{m}" for m in MASK_CLASSES]
     cells += ["memory"]
-    if contract.deterministic:
+    if contract.deterministic and contract.model is None:
         cells += ["determinism"]
+    cells += stochastic_cells(contract)  # reproducibility is one of them
     if contract.performance is not None:  # timed on CUDA only (performance_cell.py)
         cells += ["performance"]
     return cells
 
 
-DIMENSIONS = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "performance")
+DIMENSIONS = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "stochastic", "performance")
 _VALUE_ORDER = {
     "layout": LAYOUT_CLASSES + ("mixed",),
     "dtype": PROBED_DTYPES,
     "shape": SHAPE_CLASSES,
     "values": VALUE_CLASSES,
     "mask": MASK_CLASSES,
+    "stochastic": STOCHASTIC_CELLS,
 }
 
 

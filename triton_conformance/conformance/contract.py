@@ -20,6 +20,7 @@ __all__ = [
     "VALUE_CLASSES",
     "MASK_POLICIES",
     "MASK_CLASSES",
+    "DOT_PRECISIONS",
     "Dim",
     "Tensor",
     "Mask",
@@ -37,6 +38,8 @@ MASK_KINDS = ("bool", "additive")
 # "broadcast" is padding-shaped content given as a stride-0 view over rows.
 MASK_CLASSES = ("causal", "random", "padding", "all", "fully-masked", "broadcast")
 MASK_POLICIES = ("zeros", "nan", "reject")
+# tl.dot's input_precision for fp32 inputs; None: the subject has no such dot.
+DOT_PRECISIONS = ("tf32", "ieee", None)
 
 
 def _fail(owner: str, name: str, value: Any, expected: str) -> InvalidContract:
@@ -197,9 +200,13 @@ class Contract:
     values: tuple[str, ...] = ()
     accumulate: str = "float32"
     max_elements: int | None = None
-    model: Any = None  # a stochastic model (issue: stochastic subjects); None = deterministic oracle
+    model: Any = None  # a StochasticModel: the oracle is then the deterministic part f of a random output
     error_scale: Callable[..., Any] | None = None  # elementwise magnitude rounding errors scale with
     performance: Any = None  # a performance.Performance: bytes moved / flops done for given dims (nightly, CUDA)
+    # What tl.dot does with fp32 inputs on the GPU: "tf32" (Triton's default there:
+    # inputs rounded to a 10-bit mantissa, so the tolerance widens on CUDA),
+    # "ieee" (full fp32), or None (no tl.dot on fp32 inputs).  No effect on the interpreter.
+    dot_precision: str | None = None
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -238,6 +245,8 @@ class Contract:
             if v not in VALUE_CLASSES:
                 raise _fail(owner, "values", v, f"value classes from {VALUE_CLASSES}")
         object.__setattr__(self, "values", values)
+        if self.dot_precision not in DOT_PRECISIONS:
+            raise _fail(owner, "dot_precision", self.dot_precision, f"one of {DOT_PRECISIONS}")
         if self.accumulate not in FLOAT_DTYPES:
             raise _fail(owner, "accumulate", self.accumulate, f"one of {FLOAT_DTYPES}")
         if self.max_elements is not None and (not isinstance(self.max_elements, int) or self.max_elements < 1):
@@ -245,8 +254,25 @@ class Contract:
         if sum(1 for s in self.inputs.values() if s.is_mask) > 1:
             raise _fail(owner, "inputs", list(self.inputs), "at most one Mask input")
         self._check_callable("oracle", self.oracle)
+        if self.model is not None:
+            self._check_model()
         if self.error_scale is not None:
             self._check_callable("error_scale", self.error_scale)
+
+    def _check_model(self) -> None:
+        from triton_conformance.oracles.models import StochasticModel
+
+        if not isinstance(self.model, StochasticModel):
+            raise _fail("Contract", "model", self.model, "a StochasticModel such as Dropout(p='p', seed='seed')")
+        for name in self.model.scalar_names():
+            if name not in self.scalars:
+                raise _fail("Contract", "model", self.model.describe(),
+                            f"its argument {name!r} declared in scalars={sorted(self.scalars)}")
+        if self.scalars[self.model.seed].kind != "int":
+            raise _fail("Contract", f"scalars[{self.model.seed!r}]", self.scalars[self.model.seed],
+                        "an int Scalar for the model's seed")
+        if self.model.probability_name is None:
+            raise _fail("Contract", "model", self.model.describe(), "at least one probability argument")
 
     def _check_callable(self, name: str, fn: Callable[..., Any]) -> None:
         if not callable(fn):

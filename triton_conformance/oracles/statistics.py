@@ -22,6 +22,7 @@ __all__ = [
     "agreement_expected",
     "binomial_power",
     "binomial_sample_size",
+    "binomial_homogeneity",
     "binomial_test",
     "bonferroni",
     "chi_square_uniformity",
@@ -243,6 +244,36 @@ def chi_square_uniformity(counts, expected_probs=None, description=""):
     statistic = math.fsum((o - e) ** 2 / e for o, e in zip(counts, expected))
     p_value = gamma_q((k - 1) / 2, statistic / 2)
     return StatResult("chi-square", statistic, float(k - 1), p_value, total, description)
+
+
+def binomial_homogeneity(events, trials, p, description=""):
+    """Chi-square test that every group's event count is Binomial(trials[g], p) with one known ``p``.
+
+    ``X = sum_g (k_g - n_g p)^2 / (n_g p (1 - p))`` over the G groups with
+    trials is referred to the chi-square distribution with G degrees of
+    freedom (p is known, not estimated).  It detects a rate that differs
+    between groups (rows, positions within a block, value bins) even when the
+    overall rate is right.  Valid when each n_g p (1 - p) is at least about 5;
+    smaller groups are refused.  ``p`` must lie strictly inside (0, 1).
+    """
+    events = events.tolist() if hasattr(events, "tolist") else list(events)
+    trials = trials.tolist() if hasattr(trials, "tolist") else list(trials)
+    if len(events) != len(trials):
+        raise ValueError(f"len(events)={len(events)}, expected len(trials)={len(trials)}")
+    p = _check_probability("p", p, open_low=True, open_high=True)
+    pairs = [(_check_count("events[g]", k), _check_count("trials[g]", n)) for k, n in zip(events, trials)]
+    pairs = [(k, n) for k, n in pairs if n > 0]
+    if any(k > n for k, n in pairs):
+        raise ValueError("events[g] > trials[g] for some group, expected at most as many events as trials")
+    if len(pairs) < 2:
+        raise ValueError(f"{len(pairs)} groups with trials, expected at least 2")
+    smallest = min(n for _, n in pairs) * p * (1 - p)
+    if smallest < 5:
+        raise ValueError(f"smallest n_g p (1 - p)={smallest:.3g}, expected >= 5 for the chi-square limit to hold")
+    statistic = math.fsum((k - n * p) ** 2 / (n * p * (1 - p)) for k, n in pairs)
+    df = len(pairs)
+    return StatResult("chi-square", statistic, float(df), gamma_q(df / 2, statistic / 2),
+                      sum(n for _, n in pairs), description)
 
 
 # %% Kolmogorov-Smirnov -----------------------------------------------------

@@ -197,3 +197,105 @@ def test_the_reference_rule_without_a_low_precision_oracle_uses_rtol_atol():
     b = Bound(rtol=0.1, atol=0.0, reference_k=2.0)
     assert compare(f64(1.05), f64(1.0), b) is None
     assert compare(f64(1.2), f64(1.0), b).kind == "mismatch"
+
+
+# -- tf32 dots on CUDA (dot_precision) ------------------------------------------
+
+from types import SimpleNamespace  # noqa: E402
+
+import triton_conformance as tc  # noqa: E402
+from triton_conformance import Dim, InvalidContract, Scalar, Tensor, Tolerance  # noqa: E402
+from triton_conformance.conformance.checks import _bound  # noqa: E402
+from triton_conformance.oracles.tolerance import TF32_UNIT_ROUNDOFF  # noqa: E402
+from triton_conformance.strategies import Spec  # noqa: E402
+
+
+def to_tf32(x):
+    """Round fp32 values to tf32 (10 mantissa bits, nearest even), as a tensor-core dot does, in float64."""
+    bits = x.to(torch.float32).contiguous().view(torch.int32)
+    bits = (bits + 0x0FFF + ((bits >> 13) & 1)) & ~0x1FFF
+    return bits.view(torch.float32).to(torch.float64)
+
+
+def attention(q, k, v, sm_scale, rounding=lambda t: t):
+    s = rounding(q) @ rounding(k).transpose(-1, -2) * sm_scale
+    return rounding(torch.softmax(s, dim=-1)) @ rounding(v)
+
+
+def test_tf32_rounding_helper_keeps_ten_mantissa_bits():
+    assert TF32_UNIT_ROUNDOFF == 2.0**-11
+    x = torch.tensor([1 + 2.0**-10, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-12], dtype=torch.float32)
+    assert to_tf32(x).tolist() == [1 + 2.0**-10, 1.0, 1 + 2.0**-9, 1.0]  # ties to even
+
+
+@pytest.mark.parametrize("k, scale", [(1, 1.0), (2048, 3.0)])
+def test_tf32_widens_the_bound_by_the_documented_term(k, scale):
+    plain = default_bound(out_dtype="float32", reduction=k, scale=scale)
+    wide = default_bound(out_dtype="float32", reduction=k, scale=scale, tf32=True)
+    assert wide.rtol == pytest.approx(plain.rtol + SAFETY_FACTOR * 2 * 2.0**-11, rel=1e-12)
+    assert wide.atol == pytest.approx(plain.atol + SAFETY_FACTOR * 2 * 2.0**-11 * scale, rel=1e-12)
+    assert "tf32" in wide.describe() and "tf32" not in plain.describe()
+
+
+FLASH_DIMS = {"B": Dim(1, 4), "M": Dim(1, 2048), "N": Dim(1, 2048), "D": Dim(1, 128)}
+
+
+def flash_like(dot_precision, tolerance=Tolerance(reference_k=4.0)):
+    qkv = {n: Tensor(("B", "M" if n == "q" else "N", "D"), dtypes=("float16", "float32"), layouts="any")
+           for n in ("q", "k", "v")}
+    return tc.Contract(inputs=qkv, dims=FLASH_DIMS, scalars={"sm_scale": Scalar(0.05, 1.0)},
+                       oracle=lambda q, k, v, sm_scale: attention(q, k, v, sm_scale), reduces="N",
+                       tolerance=tolerance, dot_precision=dot_precision)
+
+
+def spec(dtype, n=64):
+    return Spec(dims={"B": 1, "M": 64, "N": n, "D": 64}, dtypes={"q": dtype, "k": dtype, "v": dtype}, layouts={})
+
+
+CUDA_OUT = SimpleNamespace(dtype=torch.float32, device=SimpleNamespace(type="cuda"))
+CPU_OUT = torch.zeros(1, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("precision, out, dtype, widened", [
+    ("tf32", CUDA_OUT, "float32", True),
+    ("tf32", CPU_OUT, "float32", False),  # the interpreter has no tf32
+    ("tf32", CUDA_OUT, "float16", False),  # fp16 dots are not rounded to tf32
+    ("ieee", CUDA_OUT, "float32", False),
+    (None, CUDA_OUT, "float32", False),
+])
+def test_the_battery_widens_only_for_declared_tf32_on_cuda_with_fp32_inputs(precision, out, dtype, widened):
+    subject = SimpleNamespace(contract=flash_like(precision))
+    ref = torch.ones(3, dtype=torch.float64)
+    bound = _bound(subject, spec(dtype), out, ref, 2.0)
+    plain = default_bound(out_dtype="float32", reduction=64, scale=2.0)
+    assert (bound.rtol > plain.rtol) == widened
+    assert bound.reference_k == 4.0 and ("tf32" in bound.source) == widened
+
+
+@pytest.mark.parametrize("bad", ["fp32", "TF32", 32, "tf32x3"])
+def test_dot_precision_is_validated(bad):
+    with pytest.raises(InvalidContract, match=r"dot_precision=.*expected one of \('tf32', 'ieee', None\)"):
+        flash_like(bad)
+
+
+@pytest.mark.parametrize("n, d, sm_scale", [(64, 40, 1.0), (300, 128, 1.0), (2048, 128, 1.0), (2048, 128, 0.3),
+                                            (17, 16, 0.05), (1, 1, 1.0)])
+def test_tf32_flash_attention_passes_on_cuda_terms_and_would_fail_without_them(n, d, sm_scale):
+    """A tf32 FlashAttention's error (emulated: q, k, P and V rounded to tf32) fits the widened bound.
+
+    The same error breaks the fp32 bound, so without ``dot_precision="tf32"`` a
+    correct kernel would fail on the H200; an error of 5% of the scale on one row still fails.
+    """
+    gen = torch.Generator().manual_seed(n * 1000 + d)
+    q, k, v = (torch.randn(4, m, d, generator=gen, dtype=torch.float64).float().double()
+               for m in (256, n, n))
+    ref = attention(q, k, v, sm_scale)
+    got = attention(q, k, v, sm_scale, rounding=to_tf32).float()
+    scale = float(ref.abs().max())
+    wide = default_bound(out_dtype="float32", reduction=n, scale=scale, tf32=True)
+    assert compare(got, ref, wide) is None
+    if d > 1:  # (a 1x1 head has almost no rounding to catch)
+        assert compare(got, ref, default_bound(out_dtype="float32", reduction=n, scale=scale)) is not None
+    wrong = got.clone()
+    wrong[0, 3] += 0.05 * scale
+    assert compare(wrong, ref, wide) is not None

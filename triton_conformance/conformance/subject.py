@@ -99,6 +99,7 @@ def _as_contract(
     model: Any,
     error_scale: Callable[..., Any] | None,
     performance: Any = None,
+    dot_precision: str | None = None,
 ) -> Contract:
     if oracle is None and model is None:
         raise InvalidContract("subject: oracle=None, expected a torch function evaluated on float64 inputs")
@@ -116,6 +117,7 @@ def _as_contract(
         model=model,
         error_scale=error_scale,
         performance=performance,
+        dot_precision=dot_precision,
     )
     check_performance(contract)
     check_accepts("subject: launcher", launcher, list(contract.inputs) + list(contract.scalars))
@@ -140,6 +142,7 @@ def register(
     model: Any = None,
     error_scale: Callable[..., Any] | None = None,
     performance: Any = None,
+    dot_precision: str | None = None,
     xfail: str | None = None,
     module: str | None = None,
 ) -> Subject:
@@ -159,6 +162,9 @@ def register(
       default: the largest ``|oracle|``.
     - ``performance``: a ``Performance(dims=..., bytes=... or flops=..., baseline=...)``
       contract, measured by the ``performance`` cell on CUDA.
+    - ``dot_precision``: ``"tf32"`` if the kernel's ``tl.dot`` on fp32 inputs runs in
+      tf32 (Triton's default on CUDA; the tolerance widens there), ``"ieee"`` if it
+      asks for full fp32 (``input_precision="ieee"``), None if it has no such dot.
     - ``xfail``: reason this subject is known to be buggy (its failures are expected).
     """
     if not callable(launcher):
@@ -167,7 +173,7 @@ def register(
         launcher, inputs=inputs, dims=dims, oracle=oracle, scalars=scalars,
         deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
         accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
-        performance=performance,
+        performance=performance, dot_precision=dot_precision,
     )
     name = name or launcher.__name__
     if not isinstance(name, str) or not name or any(c in name for c in "[]:/ "):

@@ -17,6 +17,17 @@ sum is not blamed on the kernel), ``tiny_out`` the smallest normal number of the
 The inputs handed to the oracle are the kernel's own inputs, already rounded
 to their dtype, so input rounding is not part of the budget.
 
+**tf32.**  On CUDA, ``tl.dot`` on fp32 inputs defaults to tf32: each input is
+rounded to a 10-bit mantissa (``u_tf32 = 2^-11``) before the products are
+accumulated in fp32.  A subject whose contract declares
+``dot_precision="tf32"`` gets, on CUDA and for fp32 inputs only,
+
+- ``rtol += C * 2 * u_tf32`` and ``atol += C * 2 * u_tf32 * scale``
+
+(each product carries the rounding of both its factors; summed over K with
+independent signs, it stays near ``2 * u_tf32`` times the output's scale).
+The interpreter has no tf32, and ``dot_precision="ieee"`` or None adds nothing.
+
 A subject may override ``rtol``/``atol``, or add the FlashAttention rule:
 ``|y - ref| <= atol + rtol * |ref| + k * max|ref_lowp - ref| + floor``, where
 ``ref_lowp`` is the oracle evaluated in the input dtype: the kernel may be off
@@ -29,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["UNIT_ROUNDOFF", "SAFETY_FACTOR", "Bound", "default_bound"]
+__all__ = ["SAFETY_FACTOR", "TF32_UNIT_ROUNDOFF", "UNIT_ROUNDOFF", "Bound", "default_bound"]
 
 UNIT_ROUNDOFF = {
     "float16": 2.0**-11,
@@ -44,6 +55,8 @@ SMALLEST_NORMAL = {
     "float64": 2.0**-1022,
 }
 SAFETY_FACTOR = 8.0
+# tf32 keeps 10 of fp32's 23 mantissa bits: round to nearest gives 2^-11.
+TF32_UNIT_ROUNDOFF = 2.0**-11
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +79,13 @@ class Bound:
         return f"|err| <= {kind}{atol:.3g} + {self.rtol:.3g} * |ref| ({self.source})"
 
 
-def default_bound(*, out_dtype: str, accumulate: str = "float32", reduction: int = 1, scale=1.0) -> Bound:
-    """The policy above for one output; ``scale`` is a number or an elementwise tensor."""
+def default_bound(*, out_dtype: str, accumulate: str = "float32", reduction: int = 1, scale=1.0,
+                  tf32: bool = False) -> Bound:
+    """The policy above for one output; ``scale`` is a number or an elementwise tensor.
+
+    ``tf32``: the kernel's dots round fp32 inputs to tf32 here (CUDA, fp32 inputs,
+    ``dot_precision="tf32"``): widen by the tf32 term.
+    """
     u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
     u_acc = UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"])
     depth = math.sqrt(max(reduction, 1))
@@ -75,4 +93,8 @@ def default_bound(*, out_dtype: str, accumulate: str = "float32", reduction: int
         return Bound(rtol=0.0, atol=0.0)
     rtol = SAFETY_FACTOR * (u_out + u_acc * depth)
     atol = SAFETY_FACTOR * u_acc * depth * scale + SMALLEST_NORMAL[out_dtype]
+    if tf32:
+        rtol += SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF
+        atol = atol + SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF * scale
+        return Bound(rtol=rtol, atol=atol, source="dtype, tf32 dot")
     return Bound(rtol=rtol, atol=atol)

@@ -12,6 +12,7 @@ KERNEL_MODULES = [
     "kernels_under_test.flash_attention",
     "kernels_under_test.layer_norm",
     "kernels_under_test.matmul",
+    "kernels_under_test.dropout",
 ]
 
 

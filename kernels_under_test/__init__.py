@@ -13,4 +13,5 @@ importing triton to run them on the CPU.
 - :mod:`.flash_attention`: ``flash_attention``, ``flash_attention_causal``
 - :mod:`.layer_norm`: ``layer_norm``
 - :mod:`.matmul`: ``matmul``
+- :mod:`.dropout`: ``relu_dropout`` (stochastic: fused ReLU + dropout)
 """

@@ -76,6 +76,7 @@ BLOCK_SIZE = 1024
 # Any shape works (the kernel sees x.numel() elements in memory order); the
 # contract declares two dims so that the suite can look for masks repeating by row.
 DROPOUT_CONTRACT = dict(
+    family="dropout",
     inputs={"x": Tensor(("M", "N"), dtypes=("float16", "bfloat16", "float32"), layouts="any")},
     dims={"M": Dim(0, MAX_ELEMENTS), "N": Dim(0, MAX_ELEMENTS)},
     scalars={"p": Scalar(0.0, 0.999), "seed": Scalar(0, MAX_SEED, kind="int")},

@@ -23,6 +23,7 @@ MODULES = (
     "zoo_flash_attention",
     "zoo_layer_norm",
     "zoo_matmul",
+    "zoo_dropout",
 )
 
 

@@ -151,6 +151,7 @@ class _Experiment:
 
         self.subject, self.contract, self.model = subject, subject.contract, subject.contract.model
         self.backend = backend
+        self.last: dict[str, Any] | None = None  # the latest launch, for the counterexample
         self.generator = torch.Generator().manual_seed(seed)
         claimed = self.contract.float_dtypes()
         testable = [d for d in claimed if d not in backend.untestable]
@@ -207,6 +208,8 @@ class _Experiment:
 
         from triton_conformance.oracles.tolerance import default_bound
 
+        self.last = {"shapes": {n: list(t.shape) for n, t in inputs.items()}, "params": dict(params),
+                     "dtype": str(self.dtype).replace("torch.", "")}
         out = self.subject.launcher(**inputs, **params)
         out = out[0] if isinstance(out, (tuple, list)) else out
         if self.backend.device != "cpu":
@@ -440,8 +443,9 @@ def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = 
     tests: list[StatResult] = []
     series: list[dict] = []
     start = time.perf_counter()
+    experiment = _Experiment(subject, backend, seed)
     try:
-        _CELLS[name](_Experiment(subject, backend, seed), plan, tests, series)
+        _CELLS[name](experiment, plan, tests, series)
         failure = None
     except _Failure as f:
         failure = f
@@ -463,17 +467,20 @@ def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = 
     if backend.name == "interpreter":
         repro = 'import os\nos.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported\n' + repro
     elapsed = time.perf_counter() - start
+    counterexample = {"seed": seed, "last_launch": experiment.last}
     if failure is not None:
         outcome = "crash" if failure.kind in ("exception", "unclean-rejection") else "wrong"
         details.update(failure.details)
         return CellResult(outcome=outcome, finding=failure.kind, message=f"{failure.message} (seed={seed})",
-                          details=details, reproducer=repro, examples=len(tests), duration_s=elapsed, **base)
+                          details=details, counterexample=counterexample, reproducer=repro, examples=len(tests),
+                          duration_s=elapsed, **base)
     if rejected:
         worst = min(rejected, key=lambda t: t.p_value)
         message = (f"{worst.describe()} < alpha {plan.alpha_check:.3g}; {len(rejected)} of {len(tests)} tests "
                    f"rejected the model (seed={seed})")
         return CellResult(outcome="wrong", finding=_STATISTICAL_FINDING.get(name, "statistical"), message=message,
-                          details=details, reproducer=repro, examples=len(tests), duration_s=elapsed, **base)
+                          details=details, counterexample=counterexample, reproducer=repro, examples=len(tests),
+                          duration_s=elapsed, **base)
     smallest = min((t.p_value for t in tests), default=None)
     message = f"{len(tests)} statistical tests passed at alpha {plan.alpha_check:.3g}" if tests else "all checks passed"
     if smallest is not None:

@@ -393,3 +393,43 @@ def test_measure_subject_skips_without_a_gpu():
     with pytest.raises(pytest.skip.Exception, match="CUDA only"):
         measure_subject(FakeBenchmark(), declare_add())
 
+
+
+REAL_BENCHMARK_TEST = '''
+from triton_conformance import Dim, Performance, Tensor, register
+from triton_conformance.benchmark import measure_subject
+from triton_conformance.conformance.checks import Backend
+from triton_conformance.conformance.peaks import FixedPeaks
+
+
+def add(x, y):
+    return x + y
+
+
+ADD = register(add, name="pb_add", inputs={"x": Tensor(("N",)), "y": Tensor(("N",))}, dims={"N": Dim(1, 4096)},
+               oracle=lambda x, y: x + y,
+               performance=Performance(dims={"N": 4096}, bytes=lambda d, t: 3 * d["N"] * t["x"].itemsize))
+
+
+class Timer:
+    description = "fixed"
+
+    def __call__(self, fn):
+        fn()
+        return [0.002] * 5
+
+
+def test_add_speed(benchmark):
+    measure_subject(benchmark, ADD, backend=Backend(name="cuda", device="cpu"), timer=Timer(),
+                    peaks=FixedPeaks(4000.0), rounds=3)
+'''
+
+
+def test_measure_subject_with_the_real_pytest_benchmark(pytester):
+    pytest.importorskip("pytest_benchmark")
+    pytester.makepyfile(test_pb=REAL_BENCHMARK_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1)
+    (entry,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    assert entry["extra_info"]["fraction"] == pytest.approx(3 * 4096 * 4 / 2e-6 / 1e9 / 4000)  # 6.1 GB/s of 4000
+    assert entry["extra_info"]["unit"] == "GB/s" and entry["stats"]["rounds"] == 3

@@ -1,0 +1,56 @@
+"""Tester 4: this suite, cell by cell in canonical order, stopping at the first failing cell.
+
+Detection runs the ``ci`` profile (derandomized: the run is repeatable); the
+false-alarm runs use ``dev`` (the same budget, randomized) with a fresh seed.
+The counterexample's size is the product of its shrunk dims.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.testers.common import Run
+from triton_conformance.conformance import runner
+from triton_conformance.conformance.cells import cell_sort_key, cells_for
+from triton_conformance.conformance.outcomes import Finding
+
+__all__ = ["Suite"]
+
+
+class Suite:
+    """run_cell over cells_for(contract) in canonical order; the first failing cell is the detection."""
+
+    name = "suite"
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def skip_reason(self, subject, untestable) -> str | None:
+        return None  # every contract, stochastic or not, has cells
+
+    def run(self, subject, *, seed: int, device: str, untestable, backend=None, randomize: bool = False) -> Run:
+        profile = "dev" if randomize else "ci"
+        start = time.perf_counter()
+        first: list[float] = []
+        original = runner.run_example
+
+        def spy(*args, **kwargs):  # notes when the first example fails, before the cell shrinks it
+            verdict = original(*args, **kwargs)
+            if not first and isinstance(verdict, Finding):
+                first.append(time.perf_counter() - start)
+            return verdict
+
+        runner.run_example = spy  # this process only: each task runs in its own forked child
+        try:
+            cells = sorted(cells_for(subject.contract), key=cell_sort_key)
+            for i, cell in enumerate(cells):
+                r = runner.run_cell(subject, cell, backend=backend, profile=profile, seed=seed if randomize else None)
+                if not r.passed:
+                    dims = dict(r.counterexample["dims"]) if r.counterexample else None
+                    return Run(failed=True, case=cell, dims=dims, message=f"{r.outcome}/{r.finding}: {r.message}",
+                               seconds=time.perf_counter() - start, first_failure_s=first[0] if first else None,
+                               cases=i + 1)
+                first.clear()  # a failing example inside a passing cell (e.g. a clean rejection) is no detection
+        finally:
+            runner.run_example = original
+        return Run(failed=False, seconds=time.perf_counter() - start, cases=len(cells))

@@ -8,6 +8,8 @@ every promise its contract makes:
 * the last block is masked, so any ``N`` works, not just multiples of the block;
 * the element strides of ``x`` and ``y`` are passed to the kernel, so sliced
   views, storage offsets and stride-0 broadcasts are read where they live;
+* offsets are computed in int64, so vectors past 2^31 elements work (in int32,
+  ``pid * BLOCK_SIZE`` would wrap around to a negative offset);
 * an empty input returns an empty output without launching anything.
 """
 
@@ -34,7 +36,8 @@ def add_kernel(
     BLOCK_SIZE: tl.constexpr,  # Elements per program; a power of two
 ):
     pid = tl.program_id(axis=0)
-    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    # program_id is int32: widen it before multiplying, or offsets past 2^31 wrap.
+    offs = pid.to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     # The last block runs past the end unless N is a multiple of BLOCK_SIZE.
     mask = offs < n_elements
     x = tl.load(x_ptr + offs * stride_x, mask=mask)
@@ -52,7 +55,7 @@ def add_kernel(
 # the same numbers, so the claim and the checks cannot drift apart.
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-DIMS = {"N": Dim(0, 1 << 20)}
+DIMS = {"N": Dim(0, 1 << 32)}  # up to 4G elements: int64 offsets (shape:large-index checks it)
 
 ADD_CONTRACT = dict(
     family="vector_add",

@@ -24,6 +24,7 @@ MODULES = (
     "zoo_layer_norm",
     "zoo_matmul",
     "zoo_dropout",
+    "zoo_large_index",
 )
 
 

@@ -18,7 +18,8 @@ from triton_conformance.strategies._internal.specs import Spec
 __all__ = ["SHAPE_CLASSES", "PROBED_DTYPES", "DIMENSIONS", "cells_for", "cell_sort_key", "skip_reason", "expectation",
            "Expectation"]
 
-SHAPE_CLASSES = ("tiny", "non-pow2", "beyond-block", "empty", "beyond-range")
+# "large-index": one input past 2^31 elements, where int32 offsets wrap (conformance/large_index.py).
+SHAPE_CLASSES = ("tiny", "non-pow2", "beyond-block", "empty", "beyond-range", "large-index")
 # Float dtypes every float subject is probed with; unclaimed ones must be rejected.
 PROBED_DTYPES = ("float16", "bfloat16", "float32")
 # Layout classes that a "contiguous" claim covers; size-1 dims with odd strides are either.
@@ -82,6 +83,10 @@ def skip_reason(contract: Contract, cell: str, *, untestable_dtypes: dict[str, s
         return untestable[value]
     if dimension == "values" and value not in contract.values:
         return f"value class {value!r} not claimed"
+    if cell == "shape:large-index":
+        from triton_conformance.conformance.large_index import large_index_skip_reason
+
+        return large_index_skip_reason(contract)
     if dimension == "shape":
         if value == "beyond-block":
             biggest = max(d.max for d in contract.dims.values())

@@ -1,0 +1,194 @@
+"""The large-index cell (conformance/large_index.py) and its interpreter emulation (conformance/tail_grid.py).
+
+The kernels here run under the interpreter on tensors of more than 2^31
+elements that are never materialised: only the last programs of the grid run.
+"""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below is defined
+
+import itertools  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+import triton_conformance as tc  # noqa: E402
+from triton_conformance import Dim, InvalidArgument, Tensor  # noqa: E402
+from triton_conformance.conformance.cells import SHAPE_CLASSES, cell_sort_key, skip_reason  # noqa: E402
+from triton_conformance.conformance.checks import Backend  # noqa: E402
+from triton_conformance.conformance.large_index import (  # noqa: E402
+    EXTRA,
+    LARGE,
+    TAIL_ELEMENTS,
+    large_index_plan,
+    run_large_index_example,
+)
+from triton_conformance.conformance.runner import run_cell  # noqa: E402
+from triton_conformance.conformance.tail_grid import tail_programs  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="interpreter emulation")
+_ids = itertools.count()
+
+
+def contract(inputs, dims, **kw):
+    return tc.Contract(inputs=inputs, dims=dims, oracle=lambda **t: next(iter(t.values())), **kw)
+
+
+# -- which subjects the cell applies to ------------------------------------------
+
+VECTOR = {"x": Tensor(("N",), dtypes=("float32", "float16")), "y": Tensor(("N",), dtypes=("float16",))}
+
+
+def test_plan_for_a_vector_just_past_two_to_the_31():
+    plan = large_index_plan(contract(VECTOR, {"N": Dim(0, 1 << 32)}))
+    assert plan.dims == {"N": LARGE + EXTRA} and plan.dtype == "float16"  # the narrowest common dtype
+    assert plan.fill_rows == TAIL_ELEMENTS and plan.row_dim == "N"
+
+
+def test_plan_for_rows_puts_the_elements_in_the_leading_dim():
+    rows = {"x": Tensor(("M", "N"), dtypes=("float32",))}
+    plan = large_index_plan(contract(rows, {"M": Dim(1, 1 << 28), "N": Dim(1, 4096)}, reduces="N"))
+    assert plan.dims["N"] == 33 and plan.dims["M"] * 33 >= LARGE + EXTRA > (plan.dims["M"] - 1) * 33
+    assert plan.fill_rows == -(-TAIL_ELEMENTS // 33)
+
+
+@pytest.mark.parametrize("inputs, dims, kw, reason", [
+    (VECTOR, {"N": Dim(0, 1 << 20)}, {}, "at most 1048576 elements per input (< 2^31)"),
+    (VECTOR, {"N": Dim(0, 1 << 32)}, {"max_elements": 1 << 24}, "at most 16777216 elements"),
+    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {"reduces": "M"}, "not row-separable"),
+    ({"a": Tensor(("M", "K")), "b": Tensor(("K", "N"))}, {d: Dim(1, 1 << 20) for d in "MKN"}, {},
+     "not row-separable"),
+    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1000), "N": Dim(1, 1 << 30)}, {}, "M=65075387 rows would be needed"),
+])
+def test_the_cell_is_skipped_with_the_reason(inputs, dims, kw, reason):
+    c = contract(inputs, dims, **kw)
+    assert reason in large_index_plan(c)
+    assert reason in skip_reason(c, "shape:large-index")
+
+
+def test_the_cell_sorts_last_among_shapes():
+    assert SHAPE_CLASSES[-1] == "large-index"
+    cells = ["shape:large-index", "values:nan", "shape:beyond-range", "layout:contiguous", "shape:tiny"]
+    assert sorted(cells, key=cell_sort_key) == ["layout:contiguous", "shape:tiny", "shape:beyond-range",
+                                                "shape:large-index", "values:nan"]
+
+
+def test_running_it_on_a_subject_it_does_not_apply_to_is_an_error():
+    subject = tc.register(lambda x, y: x + y, name=f"cover_li_small_{next(_ids)}", inputs=VECTOR,
+                          dims={"N": Dim(0, 100)}, oracle=lambda x, y: x + y)
+    with pytest.raises(InvalidArgument, match="subject='cover_li_small_.*expected one the cell applies to"):
+        run_large_index_example(subject)
+    assert run_cell(subject, "shape:large-index", backend=Backend()).outcome == "skipped"
+
+
+# -- the emulation: last programs only, real program ids, addresses checked ----------
+
+
+@triton.jit
+def record_ids(out_ptr, stride_r):
+    r = tl.program_id(axis=0)
+    c = tl.program_id(axis=1)
+    tl.store(out_ptr + r * stride_r + c, (r * 100 + c + tl.num_programs(axis=0) * 10000).to(tl.float32))
+
+
+def test_only_the_last_programs_run_and_they_see_the_real_grid():
+    out = torch.full((10, 4), -1.0)
+    with tail_programs(keep=3) as state:
+        record_ids[(10, 4)](out, out.stride(0))
+    ran = out != -1
+    assert ran[7:, 1:].all() and int(ran.sum()) == 9
+    assert out[9, 3].item() == 9 * 100 + 3 + 10 * 10000
+    assert state.real_grid == (10, 4, 1) and state.offsets == (7, 1, 0) and state.launches == 1
+    record_ids[(10, 4)](out, out.stride(0))  # restored: the whole grid runs again
+    assert (out != -1).all()
+
+
+@triton.jit
+def copy_at(x_ptr, out_ptr, load_offset, store_offset):
+    tl.store(out_ptr + store_offset, tl.load(x_ptr + load_offset))
+
+
+@pytest.mark.parametrize("load_offset, store_offset, kind", [(-(1 << 20), 0, "load"), (0, 1 << 20, "store")])
+def test_an_address_outside_the_launch_tensors_is_caught_before_it_is_used(load_offset, store_offset, kind):
+    x, out = torch.ones(8), torch.zeros(4)
+    with tail_programs() as state, pytest.raises(Exception):  # noqa: B017 - the interpreter wraps it
+        copy_at[(1,)](x, out, load_offset, store_offset)
+    assert state.violation is not None and state.violation.kind == kind
+    assert "(the nearest tensor of the launch)" in str(state.violation)
+    assert out.sum() == 0, "nothing was stored"
+
+
+def test_addresses_inside_the_tensors_pass():
+    x, out = torch.arange(8.0), torch.zeros(4)
+    with tail_programs() as state:
+        copy_at[(1,)](x, out, 5, 3)
+    assert state.violation is None and out[3] == 5
+
+
+# -- end to end: row-wise kernels with int64 and int32 row offsets ------------------
+
+
+@triton.jit
+def double_rows(x_ptr, out_ptr, n_cols, stride_row, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(axis=0)
+    if WIDE:
+        row = row.to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_row + cols, mask=mask)
+    tl.store(out_ptr + row * stride_row + cols, (x.to(tl.float32) * 2).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def rows_subject(wide: bool):
+    def launcher(x):
+        out = torch.empty_like(x)
+        double_rows[(x.shape[0],)](x, out, x.shape[1], x.stride(0), WIDE=wide, BLOCK=64)
+        return out
+
+    return tc.register(launcher, name=f"cover_li_rows_{'int64' if wide else 'int32'}_{next(_ids)}",
+                       inputs={"x": Tensor(("M", "N"), dtypes=("float16",))},
+                       dims={"M": Dim(1, 1 << 28), "N": Dim(1, 64)}, oracle=lambda x: x * 2)
+
+
+def test_a_row_wise_kernel_with_int64_offsets_honours_the_cell():
+    result = run_cell(rows_subject(wide=True), "shape:large-index", backend=Backend())
+    assert result.outcome == "honoured", result.message
+    assert "65075387" in result.message and "emulated" in result.message
+
+
+def test_a_row_wise_kernel_with_int32_offsets_is_caught():
+    result = run_cell(rows_subject(wide=False), "shape:large-index", backend=Backend())
+    assert (result.outcome, result.finding) == ("unsafe", "poisoned-read"), result.message
+    assert "int32 offset that wrapped" in result.message
+    assert result.counterexample["dims"] == {"M": 65075387, "N": 33}
+    assert "replay_large_index" in result.reproducer
+
+
+def test_an_unwritten_tail_is_reported():
+    def skips_the_last_rows(x):
+        out = torch.empty_like(x)
+        double_rows[(x.shape[0] - 5,)](x, out, x.shape[1], x.stride(0), WIDE=True, BLOCK=64)
+        return out
+
+    subject = tc.register(skips_the_last_rows, name=f"cover_li_short_grid_{next(_ids)}",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float16",))},
+                          dims={"M": Dim(1, 1 << 28), "N": Dim(1, 64)}, oracle=lambda x: x * 2)
+    result = run_cell(subject, "shape:large-index", backend=Backend())
+    assert (result.outcome, result.finding) == ("unsafe", "unwritten"), result.message
+
+
+def test_a_wrong_tail_is_a_mismatch():
+    def triples(x):
+        out = torch.empty_like(x)
+        double_rows[(x.shape[0],)](x, out, x.shape[1], x.stride(0), WIDE=True, BLOCK=64)
+        out[-1] *= 1.5  # the last row only: the tail comparison must see it
+        return out
+
+    subject = tc.register(triples, name=f"cover_li_wrong_{next(_ids)}",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float16",))},
+                          dims={"M": Dim(1, 1 << 28), "N": Dim(1, 64)}, oracle=lambda x: x * 2)
+    result = run_cell(subject, "shape:large-index", backend=Backend())
+    assert (result.outcome, result.finding) == ("wrong", "mismatch"), result.message

@@ -1,0 +1,139 @@
+"""Run only the last program ids of an interpreted Triton launch, checking every address.
+
+Used by the ``shape:large-index`` cell (:mod:`.large_index`) to emulate a
+launch over more than 2^31 elements on the CPU: the programs that own the
+end of a huge tensor compute exactly the offsets they would in the full
+launch (``tl.program_id`` and ``tl.num_programs`` see the real grid), while
+all the others are skipped.  Triton's interpreter iterates over the grid in
+``GridExecutor.__call__`` and sets each program id with
+``interpreter_builder.set_grid_idx``; this module shrinks the grid the loop
+sees to a window at its end and shifts the ids by the window's offset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TAIL_PROGRAMS", "OutOfBoundsAccess", "tail_programs"]
+
+TAIL_PROGRAMS = 3  # programs run per grid axis
+
+
+class OutOfBoundsAccess(Exception):
+    """A load or store whose address lies outside every tensor of the launch."""
+
+    def __init__(self, kind: str, address: int, ranges: list[tuple[int, int, str]]):
+        lo, hi, name = min(ranges, key=lambda r: min(abs(address - r[0]), abs(address - r[1])))
+        where = (f"{lo - address} bytes before {name}" if address < lo else f"{address - hi} bytes past the end "
+                 f"of {name}") + " (the nearest tensor of the launch)"
+        wrapped = " (over 1 GiB away: an int32 offset that wrapped around?)" \
+            if min(abs(address - lo), abs(address - hi)) > (1 << 30) else ""
+        super().__init__(f"{kind} at address {address:#x}, {where}{wrapped}")
+        self.kind = kind
+
+
+@dataclass
+class _Emulation:
+    """State of one :func:`tail_programs` context: the current launch's grid and its tensors' byte ranges."""
+
+    keep: int
+    real_grid: tuple[int, int, int] = (1, 1, 1)
+    offsets: tuple[int, int, int] = (0, 0, 0)
+    ranges: list[tuple[int, int, str]] = field(default_factory=list)
+    violation: OutOfBoundsAccess | None = None
+    launches: int = 0
+
+    def check(self, kind: str, ptrs: Any, mask: Any, itemsize: int) -> None:
+        import numpy as np
+
+        addresses = np.asarray(ptrs).astype(np.uint64)
+        if mask is not None:
+            addresses = addresses[np.broadcast_to(np.asarray(mask, dtype=bool), addresses.shape)]
+        live = addresses.reshape(-1)
+        if live.size == 0 or not self.ranges:
+            return
+        ok = np.zeros(live.shape, dtype=bool)
+        for lo, hi, _ in self.ranges:
+            ok |= (live >= lo) & (live + itemsize <= hi)
+        if not ok.all():
+            self.violation = OutOfBoundsAccess(kind, int(live[~ok][0]), self.ranges)
+            raise self.violation
+
+
+@contextlib.contextmanager
+def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
+    """While active, interpreted launches run only the last ``keep`` program ids along each grid axis.
+
+    ``tl.program_id`` and ``tl.num_programs`` still see the real grid, so the
+    programs compute the offsets they would in the full launch.  Every load
+    and store is checked against the byte ranges of the launch's tensor
+    arguments; one outside them raises :class:`OutOfBoundsAccess` (recorded on
+    the yielded state, since the interpreter re-raises errors as its own).
+    """
+    from triton.runtime import interpreter
+
+    executor = getattr(interpreter, "GridExecutor", None)
+    builder = getattr(interpreter, "interpreter_builder", None)
+    needed = [(executor, "__init__"), (executor, "_init_args_hst"), (builder, "set_grid_idx"),
+              (builder, "set_grid_dim"), (builder, "create_masked_load"), (builder, "create_masked_store")]
+    missing = [name for owner, name in needed if owner is None or not hasattr(owner, name)]
+    if missing:
+        raise NotImplementedError(f"tail_programs: this Triton's interpreter lacks {missing}")
+    state = _Emulation(keep=keep)
+    original_init, original_args = executor.__init__, executor._init_args_hst
+    set_idx, set_dim = builder.set_grid_idx, builder.set_grid_dim
+    load, store = builder.create_masked_load, builder.create_masked_store
+
+    def init(self, fn, arg_names, grid, *args, **kwargs):
+        original_init(self, fn, arg_names, grid, *args, **kwargs)
+        real = self.grid
+
+        def window(call_args):
+            g = tuple(real(call_args) if callable(real) else real)
+            g = g + (1,) * (3 - len(g))
+            state.real_grid = g
+            state.offsets = tuple(n - min(keep, n) for n in g)
+            state.launches += 1
+            return tuple(min(keep, n) for n in g)
+
+        self.grid = window
+
+    def init_args(self, args_dev, kwargs):
+        args_hst, kwargs_hst = original_args(self, args_dev, kwargs)
+        state.ranges = []
+        names = list(getattr(self, "arg_names", ()) or ())
+        named = [(names[i] if i < len(names) else f"argument {i}", a) for i, a in enumerate(args_hst)]
+        for name, arg in named + list(kwargs_hst.items()):
+            if hasattr(arg, "untyped_storage"):
+                storage = arg.untyped_storage()
+                state.ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name))
+        return args_hst, kwargs_hst
+
+    def masked_load(ptrs, mask, other, cache_policy, is_volatile):
+        state.check("load", ptrs.data, mask.data, _itemsize(ptrs))
+        return load(ptrs, mask, other, cache_policy, is_volatile)
+
+    def masked_store(ptrs, value, mask, cache_policy):
+        state.check("store", ptrs.data, mask.data, _itemsize(ptrs))
+        return store(ptrs, value, mask, cache_policy)
+
+    executor.__init__, executor._init_args_hst = init, init_args
+    builder.set_grid_dim = lambda nx, ny, nz: set_dim(*state.real_grid)
+    builder.set_grid_idx = lambda x, y, z: set_idx(x + state.offsets[0], y + state.offsets[1], z + state.offsets[2])
+    builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
+    try:
+        yield state
+    finally:
+        executor.__init__, executor._init_args_hst = original_init, original_args
+        for name in ("set_grid_idx", "set_grid_dim", "create_masked_load", "create_masked_store"):
+            builder.__dict__.pop(name, None)  # back to the class's methods
+
+
+def _itemsize(ptrs: Any) -> int:
+    try:
+        return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+    except AttributeError:
+        return 1

@@ -354,14 +354,12 @@ def _seeds(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
 
 
 def _lag_pairs(flat_event, flat_obs, lag: int):
-    """Disjoint pairs (i, i + lag): i in the first half of each run of 2*lag elements."""
-    import torch
-
-    n = flat_event.numel()
-    i = torch.arange(n)
-    i = i[((i // lag) % 2 == 0) & (i + lag < n)]
-    both = flat_obs[i] & flat_obs[i + lag]
-    agree = (flat_event[i] == flat_event[i + lag]) & both
+    """(agreements, pairs) over disjoint pairs (i, i + lag): each run of 2*lag elements pairs its halves."""
+    whole = flat_event.numel() // (2 * lag) * (2 * lag)
+    events = flat_event[:whole].reshape(-1, 2, lag)
+    observed = flat_obs[:whole].reshape(-1, 2, lag)
+    both = observed[:, 0] & observed[:, 1]
+    agree = (events[:, 0] == events[:, 1]) & both
     return int(agree.sum()), int(both.sum())
 
 

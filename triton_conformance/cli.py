@@ -3,6 +3,8 @@
 - ``triton-conformance run [options] [-- pytest args]``: run the battery over the
   subjects declared in the current project (its conftest.py, ini option or
   entry points) and write the results JSON, with the HTML report beside it.
+- ``triton-conformance nightly [options] [-- pytest args]``: the same on CUDA
+  with the nightly profile, one pytest-xdist worker pinned to each visible GPU.
 - ``triton-conformance show RESULTS``: print the matrix of a results file.
 - ``triton-conformance report RESULTS [-o report.html] [--baseline OLD]``:
   render the self-contained HTML report, with the diff against OLD.
@@ -20,7 +22,7 @@ import os
 import sys
 import time
 
-from triton_conformance.options import add_conformance_options
+from triton_conformance.options import OPTIONS, add_conformance_options
 
 __all__ = ["main"]
 
@@ -41,6 +43,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="pytest-xdist workers ('auto' for one per CPU, or per GPU with --device cuda)")
     _add_baseline(run)
     run.add_argument("pytest_args", nargs="*", help="extra arguments for pytest, after --")
+    nightly = sub.add_parser("nightly", help="the battery on CUDA, nightly profile, one xdist worker per GPU")
+    add_conformance_options(nightly.add_argument, prefix="--")
+    nightly.set_defaults(conformance_device="cuda", conformance_profile="nightly")
+    nightly.add_argument("-n", "--workers", default=None,
+                         help="pytest-xdist workers [default: one per GPU in --gpus, else per visible GPU]")
+    _add_baseline(nightly)
+    nightly.add_argument("pytest_args", nargs="*", help="extra arguments for pytest, after --")
     show = sub.add_parser("show", help="print the matrix of a results file")
     show.add_argument("results", help="a results JSON written by a run")
     report = sub.add_parser("report", help="render the HTML report of a results file")
@@ -88,20 +97,23 @@ def _plugin_installed() -> bool:
     return any(ep.value == "triton_conformance.plugin" for ep in entry_points(group="pytest11"))
 
 
-def _run(args: argparse.Namespace) -> int:
-    import pytest
-
-    baseline = _read("run", args.baseline) if args.baseline else None
+def _pytest_argv(args: argparse.Namespace, *, xdist: bool) -> list[str]:
     argv = ["--conformance-only"]
-    for name in ("device", "profile", "results", "seed", "isolation", "timeout"):
+    for name, *_ in OPTIONS:
         value = getattr(args, f"conformance_{name}")
         if value is not None:
             argv.append(f"--conformance-{name}={value}")
-    if args.workers not in (None, "0", "1"):
+    if xdist:
         argv += ["-p", "xdist", "-n", str(args.workers)]
     if not _plugin_installed():  # run from a checkout (e.g. a GPU machine where nothing installs)
         argv += ["-p", "triton_conformance.plugin"]
-    argv += ["-q", "-rN"] + list(args.pytest_args)
+    return argv + ["-q", "-rN"] + list(args.pytest_args)
+
+
+def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
+    """Run pytest, then write the HTML report beside the results JSON it wrote."""
+    import pytest
+
     started = time.time()
     where = _ResultsPath()
     code = pytest.main(argv, plugins=[where])
@@ -109,9 +121,46 @@ def _run(args: argparse.Namespace) -> int:
     if where.path and os.path.exists(where.path) and os.path.getmtime(where.path) >= started - 1:
         from triton_conformance.reports.html import write_html
 
-        page = write_html(html_path_for(where.path), _read("run", where.path), baseline=baseline)
+        page = write_html(html_path_for(where.path), _read(command, where.path), baseline=baseline)
         print(f"report: {page}")
     return int(code)
+
+
+def _run(args: argparse.Namespace) -> int:
+    baseline = _read("run", args.baseline) if args.baseline else None
+    return _pytest("run", _pytest_argv(args, xdist=args.workers not in (None, "0", "1")), baseline)
+
+
+def _nightly(args: argparse.Namespace) -> int:
+    """One xdist worker per GPU, each claiming its own (see triton_conformance.conformance.gpus)."""
+    from triton_conformance.conformance.gpus import visible_gpus
+    from triton_conformance.errors import ConformanceUsageError
+
+    baseline = _read("nightly", args.baseline) if args.baseline else None
+    if args.conformance_isolation == "none":
+        print("triton-conformance nightly: --isolation=none cannot survive a crashing kernel; "
+              "nightly runs need process isolation", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        gpus = visible_gpus(args.conformance_gpus, where="--gpus")
+    except ConformanceUsageError as exc:
+        print(f"triton-conformance nightly: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not gpus:
+        print("triton-conformance nightly: no GPU visible (CUDA_VISIBLE_DEVICES="
+              f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}, nvidia-smi, torch); give --gpus to choose them",
+              file=sys.stderr)
+        return EXIT_USAGE
+    args.conformance_gpus = ",".join(gpus)  # the workers claim from exactly this list
+    if args.workers in (None, "auto"):
+        args.workers = str(len(gpus))
+    if not args.workers.isdigit() or int(args.workers) < 1:
+        print(f"triton-conformance nightly: -n={args.workers!r}, expected a positive number of workers",
+              file=sys.stderr)
+        return EXIT_USAGE
+    print(f"nightly: {args.workers} worker(s) over GPUs {gpus}, device {args.conformance_device}, "
+          f"profile {args.conformance_profile}", flush=True)
+    return _pytest("nightly", _pytest_argv(args, xdist=True), baseline)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -154,7 +203,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    commands = {"run": _run, "show": _show, "report": _report, "diff": _diff}
+    commands = {"run": _run, "nightly": _nightly, "show": _show, "report": _report, "diff": _diff}
     try:
         return commands[args.command](args)
     except SystemExit as exc:

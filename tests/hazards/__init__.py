@@ -9,8 +9,9 @@ back end::
     ("hazard_hang", "timeout")            # spins on a flag nobody sets
     ("hazard_compile", "compile-error")   # a tile larger than shared memory
 
-Nothing imports these modules except a run that asks for them (a test, or
-``triton-conformance nightly --hazards``), so the kernel battery is unchanged.
+Nothing imports these modules except a run that asks for them with
+``-p tests.hazards.plugin`` (the acceptance test, bench/gpu/nightly_hazards.py),
+so the kernel battery is unchanged.
 """
 
 MODULES = ("tests.hazards.hazard_crash", "tests.hazards.hazard_hang", "tests.hazards.hazard_compile")

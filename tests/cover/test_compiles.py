@@ -218,3 +218,19 @@ def test_palette_specs_reach_each_class_of_a_dim():
 
     collect()
     assert seen == {"one", "div16", "other"}
+
+
+def test_the_terminal_summary_lists_compilations_per_subject_only_when_counted():
+    from triton_conformance.conformance.compiles import compile_lines
+    from triton_conformance.reports.terminal import matrix_lines
+
+    counted = [CellResult(subject="softmax", family="softmax", cell="layout:contiguous", outcome="honoured",
+                          compiles=4),
+               CellResult(subject="softmax", family="softmax", cell="shape:tiny", outcome="honoured", compiles=3),
+               CellResult(subject="add", family="add", cell="layout:contiguous", outcome="honoured", compiles=9)]
+    assert compile_lines(counted)[1:] == [
+        "Triton compilations per subject (new specializations, summed over its cells):", "  add      9",
+        "  softmax  7"]
+    assert compile_lines(counted)[1] in matrix_lines(counted)
+    interpreted = [CellResult(subject="add", family="add", cell="layout:contiguous", outcome="honoured")]
+    assert compile_lines(interpreted) == [] and not any("compilations" in x for x in matrix_lines(interpreted))

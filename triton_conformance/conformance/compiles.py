@@ -17,12 +17,20 @@ failed.  The interpreter compiles nothing, so the count is None there.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LEDGER", "BudgetExhausted", "CompileLedger", "compiles_by_subject", "counting_compiles", "make_hook",
-           "parse_budget"]
+__all__ = [
+    "LEDGER",
+    "BudgetExhausted",
+    "CompileLedger",
+    "compile_lines",
+    "compiles_by_subject",
+    "counting_compiles",
+    "make_hook",
+    "parse_budget",
+]
 
 
 class BudgetExhausted(BaseException):
@@ -146,3 +154,15 @@ def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:
         if n is not None:
             totals[name] = totals.get(name, 0) + int(n)
     return totals
+
+
+def compile_lines(results: Iterable[Any], budget: int | None = None) -> list[str]:
+    """Lines for the terminal summary: compilations per subject, or none where nothing was counted."""
+    totals = compiles_by_subject(results)
+    if not totals:
+        return []
+    width = max(len(s) for s in totals) + 2
+    lines = ["", "Triton compilations per subject (new specializations, summed over its cells):"]
+    for name, n in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {name.ljust(width)}{n}")
+    return lines

@@ -62,6 +62,9 @@ def matrix_lines(results: Iterable[CellResult]) -> list[str]:
         if values != [dim]:
             lines.append(f"  {dim}: " + " ".join(values))
     lines += performance_lines(results)
+    from triton_conformance.conformance.compiles import compile_lines
+
+    lines += compile_lines(results)  # CUDA only: the interpreter compiles nothing
     failures = [r for r in results if not r.passed]
     if failures:
         lines.append("")

@@ -27,6 +27,9 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
      "default with --conformance-device=cuda: every visible GPU)"),
     ("sanitizer", "off", ("off", "memcheck"),
      "run each cell's worker under compute-sanitizer (memcheck; CUDA only, slow); the bare flag means memcheck"),
+    ("compiles", None, None,
+     ("most new Triton specializations each subject may compile on CUDA; examples needing more are discarded "
+      "and counted (default: the profile's, 16 for nightly, none otherwise; 0: no limit)")),
 )
 # Options that may be given bare: the flag alone means this value.
 BARE = {"sanitizer": "memcheck"}

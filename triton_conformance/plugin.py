@@ -135,6 +135,15 @@ def pytest_configure(config: pytest.Config) -> None:
     profile, where = _option(config, "profile")
     if profile not in ("dev", "ci", "nightly"):
         raise pytest.UsageError(f"{where}={profile!r}, expected one of ('dev', 'ci', 'nightly')")
+    budget, where = _option(config, "compiles")
+    if budget is not None:  # the runner reads it from the environment, in workers too
+        from triton_conformance.conformance.compiles import parse_budget
+
+        try:
+            parse_budget(budget, where)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        os.environ["CONFORMANCE_COMPILES"] = str(budget)
     seed_text, where = _option(config, "seed")
     timeout_text, timeout_where = _option(config, "timeout")
     try:

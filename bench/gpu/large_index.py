@@ -51,7 +51,10 @@ def child(module: str, name: str, device: str) -> dict:
     start = time.perf_counter()
     result = run_cell(get_subject(name), "shape:large-index", backend=backend)
     seconds = time.perf_counter() - start
-    peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    try:
+        peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    except Exception:  # noqa: BLE001 - an illegal address leaves the context unusable
+        peak = None
     return {"subject": name, "backend": device, "outcome": result.outcome, "finding": result.finding,
             "seconds": round(seconds, 3), "peak_cuda_gib": None if peak is None else round(peak / 2**30, 2),
             "compiles": result.compiles, "message": result.message, "reproducer": result.reproducer}

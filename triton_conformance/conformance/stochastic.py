@@ -152,6 +152,7 @@ class _Experiment:
         self.subject, self.contract, self.model = subject, subject.contract, subject.contract.model
         self.backend = backend
         self.last: dict[str, Any] | None = None  # the latest launch, for the counterexample
+        self.elements = 0  # elements launched, for the cost figures
         self.generator = torch.Generator().manual_seed(seed)
         claimed = self.contract.float_dtypes()
         testable = [d for d in claimed if d not in backend.untestable]
@@ -210,6 +211,7 @@ class _Experiment:
 
         self.last = {"shapes": {n: list(t.shape) for n, t in inputs.items()}, "params": dict(params),
                      "dtype": str(self.dtype).replace("torch.", "")}
+        self.elements += sum(t.numel() for t in inputs.values())
         out = self.subject.launcher(**inputs, **params)
         out = out[0] if isinstance(out, (tuple, list)) else out
         if self.backend.device != "cpu":
@@ -450,7 +452,7 @@ def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = 
     except Exception as exc:  # noqa: BLE001 - a launcher error inside the contract is a crash
         failure = _Failure("exception", f"{type(exc).__name__} on an input inside the contract: {exc}")
     details: dict[str, Any] = {
-        "seed": seed, "plan": plan.describe(), "alpha_check": plan.alpha_check,
+        "seed": seed, "plan": plan.describe(), "alpha_check": plan.alpha_check, "elements": experiment.elements,
         "tests": [dict(test=t.test, description=t.description, statistic=t.statistic, expected=t.expected,
                        p_value=t.p_value, n=t.n, rejected=t.rejects(plan.alpha_check)) for t in tests],
     }

@@ -1,0 +1,117 @@
+"""Cost and flakiness of the stochastic cells on the correct dropout kernel.
+
+    python bench/stochastic.py cost [--repeats 3] [--device interpreter]
+    python bench/stochastic.py flakiness --runs 200 [--jobs 8] [--device cuda]
+
+``cost`` times each stochastic cell of ``relu_dropout`` (median of the
+repeats, each with a fresh seed) and prints the elements it launched and the
+plan behind its sample sizes.  The target is under 10 s a cell on a 2-core CPU.
+
+``flakiness`` runs every stochastic cell ``--runs`` times with fresh seeds
+and counts failures.  Each run's false-positive rate is at most the model's
+alpha (1e-6, split by Bonferroni over the run's checks), so 200 runs expect
+at most 200 * 1e-6 = 2e-4 false failures.  Every failure prints its seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUBJECT = "relu_dropout"
+
+
+def _setup(device: str):
+    if device == "interpreter":
+        os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, ROOT)
+    import kernels_under_test.dropout  # noqa: F401
+    from triton_conformance.conformance.backend import current_backend
+    from triton_conformance.conformance.cells import cells_for
+    from triton_conformance.conformance.subject import get_subject
+
+    subject = get_subject(SUBJECT)
+    cells = [c for c in cells_for(subject.contract) if c.startswith("stochastic:")]
+    return subject, cells, current_backend(device)
+
+
+def _runs(device: str, seeds: list[int]) -> list[tuple[int, str, str, str, float, float]]:
+    from triton_conformance.conformance.stochastic import run_stochastic_cell
+
+    subject, cells, backend = _setup(device)
+    rows = []
+    for seed in seeds:
+        for cell in cells:
+            r = run_stochastic_cell(subject, cell, backend=backend, seed=seed)
+            smallest = min((t["p_value"] for t in r.details.get("tests", [])), default=1.0)
+            rows.append((seed, cell, r.outcome, r.message, r.duration_s, smallest))
+    return rows
+
+
+def cost(args) -> int:
+    from triton_conformance.conformance.stochastic import plan_for, run_stochastic_cell
+
+    subject, cells, backend = _setup(args.device)
+    plan = plan_for(subject.contract)
+    print(f"{SUBJECT} on {backend.name}, {os.cpu_count()} CPUs; {plan.describe()}")
+    print("rate trials per level:", {q: n for q, n in plan.rate_trials.items()},
+          f"agreement pairs: {plan.agreement_pairs}")
+    worst = 0.0
+    print(f"{'cell':28s} {'median s':>9s} {'max s':>7s} {'elements':>9s} {'tests':>6s}  outcome")
+    for cell in cells:
+        times, elements, outcomes, tests = [], 0, set(), 0
+        for i in range(args.repeats):
+            r = run_stochastic_cell(subject, cell, backend=backend, seed=1000 + i)
+            times.append(r.duration_s)
+            elements, tests = r.details.get("elements", 0), len(r.details.get("tests", []))
+            outcomes.add(r.outcome)
+        worst = max(worst, statistics.median(times))
+        print(f"{cell:28s} {statistics.median(times):9.2f} {max(times):7.2f} {elements:9d} {tests:6d}  "
+              f"{','.join(sorted(outcomes))}")
+    print(f"slowest cell (median): {worst:.2f} s; target < 10 s")
+    return 0 if worst < 10 else 1
+
+
+def flakiness(args) -> int:
+    rng = random.SystemRandom()
+    seeds = [rng.randrange(2**31) for _ in range(args.runs)]
+    chunks = [seeds[i::args.jobs] for i in range(args.jobs)]
+    t0 = time.perf_counter()
+    if args.jobs == 1:
+        rows = _runs(args.device, seeds)
+    else:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = [row for part in pool.map(_runs, [args.device] * args.jobs, chunks) for row in part]
+    failures = [r for r in rows if r[2] != "honoured"]
+    smallest = min(r[5] for r in rows)
+    print(f"{args.runs} runs x {len(rows) // args.runs} stochastic cells of {SUBJECT} on {args.device}, "
+          f"fresh seeds: {len(failures)} failures in {time.perf_counter() - t0:.0f} s")
+    print(f"smallest p-value seen in any test: {smallest:.3g}")
+    print(f"expected false failures at alpha 1e-6 per run: at most {args.runs * 1e-6:.1e}")
+    for seed, cell, outcome, message, *_ in failures:
+        print(f"  seed {seed}: {cell} {outcome}: {message[:300]}")
+    return 1 if failures else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("cost")
+    c.add_argument("--repeats", type=int, default=3)
+    c.add_argument("--device", default="interpreter", choices=("interpreter", "cuda"))
+    f = sub.add_parser("flakiness")
+    f.add_argument("--runs", type=int, default=200)
+    f.add_argument("--jobs", type=int, default=1)
+    f.add_argument("--device", default="interpreter", choices=("interpreter", "cuda"))
+    args = parser.parse_args()
+    return cost(args) if args.command == "cost" else flakiness(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -104,6 +104,12 @@ def main(argv=None) -> int:
         raise SystemExit(f"--runs-per-tester names {unknown}, expected testers from --testers={args.testers!r}")
     backend = make_backend(args.device)
     correct, bugs = load_subjects()
+    if args.device == "cuda":
+        import torch
+
+        if torch.cuda.is_initialized():  # forked children could not use the GPU
+            raise SystemExit("bench/bug_finding.py: CUDA was initialized while importing the subjects; "
+                             "the workers fork, so the parent must not touch the GPU")
     wanted = [w for w in args.bugs.split(",") if w]
     bugs = [] if args.no_detect else [b for b in bugs if not wanted or any(w in b[0] for w in wanted)]
     if not bugs and wanted:
@@ -154,9 +160,9 @@ def main(argv=None) -> int:
                   f"{record.get('seconds') or 0:.2f}s size={record.get('size')}", flush=True)
         else:
             alarms.append(record)
-            if status != "missed":
-                print(f"[alarm?] {tester:8s} {subject:24s} seed {seed}: {status} {record.get('case')} "
-                      f"{record.get('message', '')[:200]}", flush=True)
+            verdict = "FALSE ALARM" if status == "caught" else status
+            print(f"[runs]   {tester:8s} {subject:40s} {verdict:8s} {record.get('case') or ''} {wall:.1f}s "
+                  f"{record.get('message', '')[:200] if status != 'missed' else ''}", flush=True)
 
     t0 = time.perf_counter()
     run_tasks(tasks, task_fn, workers=args.workers, timeout=args.timeout, on_result=on_result)

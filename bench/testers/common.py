@@ -41,13 +41,16 @@ class Run:
     message: str = ""
     seconds: float = 0.0  # time to the verdict (the failure, shrunk), or the whole run if nothing failed
     first_failure_s: float | None = None  # time to the first failing example, before any shrinking
+    cpu_s: float | None = None  # CPU seconds of this process to the verdict (load on the machine does not inflate it)
+    first_failure_cpu_s: float | None = None  # CPU seconds to the first failing example
     cases: int = 0  # cases (or cells) run
     skipped: str | None = None  # why the tester could not test this subject at all
 
     def to_dict(self) -> dict[str, Any]:
-        first = None if self.first_failure_s is None else round(self.first_failure_s, 4)
+        r4 = lambda x: None if x is None else round(x, 4)
         return {"failed": self.failed, "case": self.case, "dims": self.dims, "message": self.message[:500],
-                "seconds": round(self.seconds, 4), "first_failure_s": first, "cases": self.cases,
+                "seconds": r4(self.seconds), "first_failure_s": r4(self.first_failure_s), "cpu_s": r4(self.cpu_s),
+                "first_failure_cpu_s": r4(self.first_failure_cpu_s), "cases": self.cases,
                 "skipped": self.skipped, "size": dims_size(self.dims)}
 
 
@@ -75,17 +78,17 @@ def failure_message(exc: BaseException) -> str:
 
 def run_cases(cases: list[Case], *, stop_at_first: bool = True) -> Run:
     """Run cases in order, as pytest would; any exception fails the case."""
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), time.process_time()
     for i, case in enumerate(cases):
         try:
             case.check()
         except Exception as exc:  # noqa: BLE001 (a crash on an in-contract input fails the test too)
-            elapsed = time.perf_counter() - start  # no shrinking here: the first failure is the verdict
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0  # the first failure is the verdict
             run = Run(failed=True, case=case.id, dims=dict(case.dims), message=failure_message(exc),
-                      seconds=elapsed, first_failure_s=elapsed, cases=i + 1)
+                      seconds=elapsed, first_failure_s=elapsed, cpu_s=cpu, first_failure_cpu_s=cpu, cases=i + 1)
             if stop_at_first:
                 return run
-    return Run(failed=False, seconds=time.perf_counter() - start, cases=len(cases))
+    return Run(failed=False, seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu0, cases=len(cases))
 
 
 def clamp_dims(contract, wanted: dict[str, int]) -> dict[str, int]:

@@ -27,9 +27,10 @@ def summary_table(summaries: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {s['tester']} | {s['caught']}/{s['bugs']}{skipped} | {_pct(s['recall_detectable'])} "
             f"({s['detectable']} detectable) | {s['false_alarms']} ({s['runs']}) | "
-            f"{_s(s['median_detect_s'])} / {_s(s['max_detect_s'])} | "
+            f"{_s(s['median_detect_s'])} / {_s(s['max_detect_s'])} "
+            f"({_s(s['median_detect_cpu_s'])} / {_s(s['max_detect_cpu_s'])}) | "
             f"{_s(s['median_verdict_s'])} / {_s(s['max_verdict_s'])} | "
-            f"{_s(s['detect_wall_s'])} + {_s(s['false_alarm_wall_s'])} |")
+            f"{_s(s['detect_wall_s'])} + {_s(s['false_alarm_wall_s'])}; {_s(s['cpu_s'])} |")
     return "\n".join(lines)
 
 

@@ -30,14 +30,14 @@ class Suite:
 
     def run(self, subject, *, seed: int, device: str, untestable, backend=None, randomize: bool = False) -> Run:
         profile = "dev" if randomize else "ci"
-        start = time.perf_counter()
-        first: list[float] = []
+        start, cpu0 = time.perf_counter(), time.process_time()
+        first: list[tuple[float, float]] = []
         original = runner.run_example
 
         def spy(*args, **kwargs):  # notes when the first example fails, before the cell shrinks it
             verdict = original(*args, **kwargs)
             if not first and isinstance(verdict, Finding):
-                first.append(time.perf_counter() - start)
+                first.append((time.perf_counter() - start, time.process_time() - cpu0))
             return verdict
 
         runner.run_example = spy  # this process only: each task runs in its own forked child
@@ -48,9 +48,11 @@ class Suite:
                 if not r.passed:
                     dims = dict(r.counterexample["dims"]) if r.counterexample else None
                     return Run(failed=True, case=cell, dims=dims, message=f"{r.outcome}/{r.finding}: {r.message}",
-                               seconds=time.perf_counter() - start, first_failure_s=first[0] if first else None,
-                               cases=i + 1)
+                               seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu0,
+                               first_failure_s=first[0][0] if first else None,
+                               first_failure_cpu_s=first[0][1] if first else None, cases=i + 1)
                 first.clear()  # a failing example inside a passing cell (e.g. a clean rejection) is no detection
         finally:
             runner.run_example = original
-        return Run(failed=False, seconds=time.perf_counter() - start, cases=len(cells))
+        return Run(failed=False, seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu0,
+                   cases=len(cells))

@@ -25,7 +25,8 @@ def detection_status(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "error", {"message": result["error"]}
     if result.get("skipped"):
         return "skipped", {"message": result["skipped"]}
-    fields = {k: result.get(k) for k in ("case", "dims", "size", "message", "seconds", "first_failure_s", "cases")}
+    keys = ("case", "dims", "size", "message", "seconds", "first_failure_s", "cpu_s", "first_failure_cpu_s", "cases")
+    fields = {k: result.get(k) for k in keys}
     return (CAUGHT if result["failed"] else "missed"), fields
 
 
@@ -46,6 +47,7 @@ def summarize(tester: str, detections: list[dict[str, Any]], alarms: list[dict[s
     times = [float(d["first_failure_s"] if d.get("first_failure_s") is not None else d["seconds"])
              for d in caught if d.get("seconds") is not None]
     verdicts = [float(d["seconds"]) for d in caught if d.get("seconds") is not None]
+    cpu = [float(d["first_failure_cpu_s"]) for d in caught if d.get("first_failure_cpu_s") is not None]
     false_alarms = [a for a in runs if a["status"] == CAUGHT]
     return {
         "tester": tester,
@@ -63,8 +65,11 @@ def summarize(tester: str, detections: list[dict[str, Any]], alarms: list[dict[s
         "false_alarm_cases": sorted({f"{a['subject']}[{a.get('case')}] seed {a['seed']}" for a in false_alarms}),
         "median_detect_s": _median(times),
         "max_detect_s": max(times) if times else None,
+        "median_detect_cpu_s": _median(cpu),
+        "max_detect_cpu_s": max(cpu) if cpu else None,
         "median_verdict_s": _median(verdicts),
         "max_verdict_s": max(verdicts) if verdicts else None,
         "detect_wall_s": sum(float(d.get("wall_s", 0.0)) for d in mine),
         "false_alarm_wall_s": sum(float(a.get("wall_s", 0.0)) for a in runs),
+        "cpu_s": sum(float(r.get("cpu_s") or 0.0) for r in mine + runs),
     }

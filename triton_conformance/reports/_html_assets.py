@@ -50,6 +50,7 @@ td.cell.faded { opacity: 0.12; } td.cell.selected { box-shadow: inset 0 0 0 3px 
 .detail h2 { margin-top: 0; } .detail .message { white-space: pre-wrap; overflow-wrap: anywhere; }
 table.kv { border-collapse: collapse; } table.kv th { text-align: left; color: var(--muted); font-weight: 500; padding: 2px 14px 2px 0; vertical-align: top; }
 table.kv td { padding: 2px 0; font-family: ui-monospace, monospace; font-size: 12.5px; overflow-wrap: anywhere; }
+table.stats td { padding: 2px 10px 2px 0; } table.stats tr.rejected td { color: #d62f2f; font-weight: 600; }
 pre { background: var(--panel); border: 1px solid var(--line); padding: 8px; overflow: auto; font-size: 12px; max-height: 420px; white-space: pre; }
 button.copy { cursor: pointer; padding: 2px 10px; } .copied { color: #2e9d4f; margin-left: 8px; }
 svg.plot { background: #fff; border: 1px solid var(--line); font-size: 10px; }

@@ -31,7 +31,7 @@ ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err
                 ("first mismatch at", "first_index"), ("mismatched", "mismatched"), ("of", "total"),
                 ("tolerance", "tolerance"), ("statistic", "statistic"), ("p-value", "p_value"))
 # Keys shown elsewhere in the detail view, or repeats of the message.
-_HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels"}
+_HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels", "tests"}
 FAILING = ("wrong", "unsafe", "crash", "compile-error", "timeout")
 DIMENSION_ORDER = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "stochastic",
                    "performance")
@@ -87,7 +87,25 @@ def _layout_text(layout: Any) -> str:
     return " ".join(parts)
 
 
+def _statistical_tests(tests: Any) -> str:
+    """A stochastic cell's tests: what was observed and expected, and how surprising it was."""
+    if not isinstance(tests, list) or not tests:
+        return ""
+    head = "<tr><th>test</th><th>observed</th><th>expected</th><th>n</th><th>p-value</th><th></th></tr>"
+    body = "".join(
+        f'<tr class="{"rejected" if t.get("rejected") else ""}"><td>{_e(t.get("description", ""))} '
+        f'({_e(t.get("test", ""))})</td><td>{_e(_fmt(t.get("statistic")))}</td><td>{_e(_fmt(t.get("expected")))}'
+        f'</td><td>{_e(t.get("n"))}</td><td>{float(t.get("p_value", 1.0)):.3g}</td>'
+        f'<td>{"rejects the model" if t.get("rejected") else ""}</td></tr>'
+        for t in sorted((t for t in tests if isinstance(t, dict)), key=lambda t: t.get("p_value", 1.0)))
+    return f'<h3>Statistical tests (smallest p-value first)</h3><table class="kv stats">{head}{body}</table>'
+
+
 def _counterexample(spec: dict[str, Any]) -> str:
+    if "last_launch" in spec:  # a stochastic cell: the seed and its design reproduce it
+        launch = spec.get("last_launch") or {}
+        return "<h3>Counterexample</h3>" + _kv([("seed", spec.get("seed")), ("input shapes", launch.get("shapes")),
+                                                 ("dtype", launch.get("dtype")), ("arguments", launch.get("params"))])
     rows: list[tuple[str, Any]] = [("dims", spec.get("dims")), ("dtypes", spec.get("dtypes"))]
     for name, layout in (spec.get("layouts") or {}).items():
         rows.append((f"layout of {name}", _layout_text(layout)))
@@ -136,6 +154,7 @@ def _detail(idx: str, r: dict[str, Any], change: str | None) -> str:
     stats += [(k, v) for k, v in details.items() if k not in known and not series_points(v)]
     if stats:
         parts.append("<h3>Error statistics</h3>" + _kv(stats))
+    parts.append(_statistical_tests(details.get("tests")))
     parts.append(_plots(details))
     if r.get("reproducer"):
         pre = f"repro-{idx}"

@@ -108,9 +108,12 @@ def parse_report(text: str) -> SanitizerReport:
             report.error_count = int(m["n"])
         elif current is not None:
             if m := _AT.match(line):
-                current.setdefault("kernel", m["where"].split("+")[0])
-                if m["location"]:
-                    current.setdefault("location", m["location"])
+                where, location = m["where"], m["location"] or ""
+                if where.startswith("0x") and location:  # older tools: "at 0x2a0 in add_kernel"
+                    where, location = location, ""
+                current.setdefault("kernel", where.split("+")[0])
+                if location:
+                    current.setdefault("location", location)
             elif m := _THREAD.match(line):
                 current["thread"], current["block"] = m["thread"], m["block"]
             elif m := _ADDRESS.match(line):

@@ -1,0 +1,85 @@
+"""GPU claiming for xdist workers: lock files keyed by the run, released when the holder dies."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from triton_conformance.conformance.gpus import claim_gpu, lock_dir, parse_gpus, visible_gpus
+from triton_conformance.errors import ConformanceUsageError
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from triton_conformance.conformance.gpus import claim_gpu
+    claim = claim_gpu(sys.argv[1].split(","), sys.argv[2], workers=int(sys.argv[3]))
+    print(claim.gpu, flush=True)
+    time.sleep(120)
+""")
+
+
+def _holder(gpus: str, run: str, workers: int = 2) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, gpus, run, str(workers)], stdout=subprocess.PIPE,
+                            text=True)
+    return proc, proc.stdout.readline().strip()
+
+
+@pytest.fixture
+def run_key(tmp_path) -> str:
+    return f"test-{tmp_path.name}"
+
+
+def test_each_process_claims_a_different_gpu_and_a_dead_ones_gpu_is_free_again(run_key: str) -> None:
+    first, gpu_a = _holder("g0,g1", run_key)
+    second, gpu_b = _holder("g0,g1", run_key)
+    try:
+        assert {gpu_a, gpu_b} == {"g0", "g1"}
+        first.kill()  # as hard as a crash: no cleanup runs
+        first.wait()
+        third, gpu_c = _holder("g0,g1", run_key)
+        third.kill()
+        third.wait()
+        assert gpu_c == gpu_a
+    finally:
+        for proc in (first, second):
+            proc.kill()
+            proc.wait()
+
+
+def test_more_workers_than_gpus_share_evenly_and_a_full_run_is_an_error(run_key: str) -> None:
+    held = [claim_gpu(["g0", "g1"], run_key, workers=4) for _ in range(4)]
+    try:
+        assert [c.gpu for c in held] == ["g0", "g1", "g0", "g1"]
+        with pytest.raises(ConformanceUsageError, match="every GPU slot of this run is taken"):
+            claim_gpu(["g0", "g1"], run_key, workers=4)
+    finally:
+        for claim in held:
+            claim.release()
+    assert claim_gpu(["g0", "g1"], run_key, workers=4).slot == 0
+
+
+def test_runs_do_not_share_locks(tmp_path) -> None:
+    assert lock_dir("run-a") != lock_dir("run-b")
+    assert lock_dir("../../etc") .startswith(lock_dir("x").rsplit("/", 1)[0])
+
+
+@pytest.mark.parametrize(("text", "gpus"), [("2", ["0", "1"]), ("0,3", ["0", "3"]),
+                                            ("GPU-8a1b-22,GPU-9c", ["GPU-8a1b-22", "GPU-9c"])])
+def test_parse_gpus(text: str, gpus: list[str]) -> None:
+    assert parse_gpus(text) == gpus
+
+
+@pytest.mark.parametrize("text", ["", "0", "0,0", "0,,1", "a b"])
+def test_parse_gpus_rejects_with_the_option_named(text: str) -> None:
+    with pytest.raises(ConformanceUsageError, match=r"--conformance-gpus="):
+        parse_gpus(text)
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert visible_gpus() == ["2", "5"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+    assert visible_gpus("3", where="--gpus") == ["0", "1", "2"]

@@ -44,6 +44,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="tasks run at once, each in a forked process")
     parser.add_argument("--no-detect", action="store_true", help="only the false-alarm runs")
     parser.add_argument("--seed", type=int, default=0, help="seed of the hand-written testers' detection runs")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds after which no new task starts (e.g. under a 600 s limit); the rest is 'not run'")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a task is killed")
     parser.add_argument("--gpucheck-site", default=None, help="a pip --target directory holding gpucheck 0.1.0")
     parser.add_argument("--out", default=None, help="directory for bug_finding.json and bug_finding.md")
@@ -165,8 +167,12 @@ def main(argv=None) -> int:
                   f"{record.get('message', '')[:200] if status != 'missed' else ''}", flush=True)
 
     t0 = time.perf_counter()
-    run_tasks(tasks, task_fn, workers=args.workers, timeout=args.timeout, on_result=on_result)
+    left = run_tasks(tasks, task_fn, workers=args.workers, timeout=args.timeout, on_result=on_result,
+                     budget=args.budget)
     wall = time.perf_counter() - t0
+    if left:
+        print(f"--budget={args.budget}: {len(left)} of {len(tasks)} tasks not run "
+              f"({sum(t[0] == 'detect' for t in left)} detections)", flush=True)
     order = {b[0]: i for i, b in enumerate(bugs)}
     detections.sort(key=lambda d: (list(testers).index(d["tester"]), order[d["bug"]]))
     summaries = [summarize(name, detections, alarms, unavailable[name]) for name in testers]
@@ -174,7 +180,7 @@ def main(argv=None) -> int:
     print("\n" + tables + f"\n\nwall time {wall:.0f} s", flush=True)
     doc = {
         "command": " ".join([os.path.basename(sys.executable), "bench/bug_finding.py", *sys.argv[1:]]),
-        "args": vars(args), "wall_s": wall, "stochastic_bugs": stochastic,
+        "args": vars(args), "wall_s": wall, "stochastic_bugs": stochastic, "tasks_not_run": [list(t) for t in left],
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     **_versions()},
         "summaries": summaries, "detections": detections, "false_alarm_runs": alarms,

@@ -36,8 +36,12 @@ def _child(fn: Callable[[Any], dict], task: Any, conn, quiet: bool) -> None:
 
 
 def run_tasks(tasks: Iterable[Any], fn: Callable[[Any], dict], *, workers: int, timeout: float,
-              on_result: Callable[[Any, dict, float], None], quiet: bool = True) -> None:
+              on_result: Callable[[Any, dict, float], None], quiet: bool = True,
+              budget: float | None = None) -> list[Any]:
     """Call ``fn(task)`` in a forked child for each task, at most ``workers`` at once.
+
+    With ``budget`` (seconds), no task starts after that much time; the tasks
+    never started are returned (running ones finish).
 
     ``on_result(task, result, seconds)`` gets ``fn``'s dict, or ``{"died": exit code}``
     when the child died without answering, or ``{"timeout": seconds}`` when it was
@@ -49,8 +53,14 @@ def run_tasks(tasks: Iterable[Any], fn: Callable[[Any], dict], *, workers: int, 
         raise ValueError(f"timeout={timeout!r}, expected a positive number of seconds")
     ctx = mp.get_context("fork")
     pending = list(tasks)
+    stop_at = None if budget is None else time.monotonic() + budget
+    left: list[Any] = []
     running: dict[Any, tuple[Any, Any, float]] = {}
     while pending or running:
+        if stop_at is not None and time.monotonic() > stop_at and pending:
+            left, pending = pending, []
+            if not running:
+                break
         while pending and len(running) < workers:
             task = pending.pop(0)
             receiver, sender = ctx.Pipe(duplex=False)
@@ -76,3 +86,4 @@ def run_tasks(tasks: Iterable[Any], fn: Callable[[Any], dict], *, workers: int, 
                 running.pop(conn)
                 conn.close()
                 on_result(task, {"timeout": now - t0}, now - t0)
+    return left

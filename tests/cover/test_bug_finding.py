@@ -173,3 +173,13 @@ def test_summary_maths():
     assert s["detect_wall_s"] == 12.0 and s["false_alarm_wall_s"] == 3.0
     empty = summarize("nobody", detections, alarms)
     assert empty["recall"] is None and empty["median_detect_s"] is None
+
+
+def test_pool_budget_stops_starting_tasks():
+    got = []
+    left = run_tasks(["a", "b", "c"], _task, workers=1, timeout=5.0, budget=0.0,
+                     on_result=lambda task, result, wall: got.append(task))
+    assert got == [] and left == ["a", "b", "c"]
+    left = run_tasks(["a", "b"], _task, workers=2, timeout=5.0, budget=30.0,
+                     on_result=lambda task, result, wall: got.append(task))
+    assert sorted(got) == ["a", "b"] and left == []

@@ -131,3 +131,11 @@ def test_nightly_without_a_gpu_says_so(pytester: pytest.Pytester, monkeypatch: p
     bad = pytester.run(sys.executable, "-m", "triton_conformance.cli", "nightly", "--gpus", "0,0")
     bad.stderr.fnmatch_lines(["*--gpus='0,0', expected a positive count or a comma-separated list of distinct*"])
     assert bad.ret == 2
+
+
+def test_the_sanitizer_needs_cuda_and_says_so(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _project(pytester, monkeypatch, {"toy_subjects": SUBJECTS})
+    result = pytester.runpytest_subprocess("--conformance-only", "--conformance-sanitizer")
+    result.stderr.fnmatch_lines(["*--conformance-sanitizer='memcheck' needs --conformance-device=cuda and process "
+                                 "isolation (got device 'interpreter', isolation 'process')*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -120,3 +120,47 @@ def test_sanitizer_prefix_gives_each_worker_its_own_log(tmp_path) -> None:
     assert sanitizer.collect() is None, "a log is read once"
     second = sanitizer.prefix()
     assert second[second.index("--log-file") + 1] != log
+
+
+FAKE_TOOL = """#!{python}
+# Stands in for compute-sanitizer: writes a memcheck log, then runs the worker command it wraps.
+# The findings appear only if the caching allocator is off, as the sanitizer mode requires.
+import os, sys
+args = sys.argv[1:]
+log = args[args.index("--log-file") + 1]
+command = args[args.index("--print-limit") + 2:]
+with open(log, "w") as f:
+    f.write({report!r} if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1" else {clean!r})
+os.execv(command[0], command)
+"""
+
+
+def test_a_worker_runs_under_the_wrapper_and_its_findings_reach_the_cell(tmp_path) -> None:
+    import sys
+
+    from triton_conformance import get_subject
+    from triton_conformance.conformance.executor import CellExecutor
+
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text(FAKE_TOOL.format(python=sys.executable, report=OOB_WRITE, clean=CLEAN))
+    tool.chmod(0o755)
+    module = tmp_path / "sanitized_subjects.py"
+    module.write_text("from triton_conformance import Dim, Tensor, subject\n\n"
+                      "@subject(inputs={'x': Tensor(('N',), dtypes=('float32',))}, dims={'N': Dim(1, 8)},\n"
+                      "         oracle=lambda x: x * 2, family='toy')\n"
+                      "def sanitized_double(x):\n    return x * 2\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import sanitized_subjects  # noqa: F401 - registers the subject
+
+        executor = CellExecutor(device="interpreter", profile="ci", sanitizer=Sanitizer(str(tool)))
+        try:
+            result = executor.run(get_subject("sanitized_double"), "layout:contiguous")
+        finally:
+            executor.close()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("sanitized_subjects", None)
+    assert result.examples > 0, "the cell really ran, in the wrapped worker"
+    assert (result.outcome, result.finding) == ("unsafe", "sanitizer-oob")
+    assert result.details["sanitizer"]["error_count"] == 3

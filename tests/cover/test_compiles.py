@@ -26,7 +26,11 @@ from triton_conformance.conformance.compiles import (
     parse_budget,
 )
 from triton_conformance.conformance.outcomes import CellResult
-from triton_conformance.conformance.runner import PROFILES, resolve_compile_budget, run_cell
+from triton_conformance.conformance.runner import (
+    PROFILES,
+    resolve_compile_budget,
+    run_cell,
+)
 from triton_conformance.strategies import palette_sizes, specialization_class, specs
 from triton_conformance.strategies._internal.sizes import PALETTE_BLOCKS
 

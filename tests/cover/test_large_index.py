@@ -8,26 +8,30 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below is defined
 
-import itertools  # noqa: E402
+import itertools
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import pytest
+import torch
+import triton
+import triton.language as tl
 
-import triton_conformance as tc  # noqa: E402
-from triton_conformance import Dim, InvalidArgument, Tensor  # noqa: E402
-from triton_conformance.conformance.cells import SHAPE_CLASSES, cell_sort_key, skip_reason  # noqa: E402
-from triton_conformance.conformance.checks import Backend  # noqa: E402
-from triton_conformance.conformance.large_index import (  # noqa: E402
+import triton_conformance as tc
+from triton_conformance import Dim, InvalidArgument, Tensor
+from triton_conformance.conformance.cells import (
+    SHAPE_CLASSES,
+    cell_sort_key,
+    skip_reason,
+)
+from triton_conformance.conformance.checks import Backend
+from triton_conformance.conformance.large_index import (
     EXTRA,
     LARGE,
     TAIL_ELEMENTS,
     large_index_plan,
     run_large_index_example,
 )
-from triton_conformance.conformance.runner import run_cell  # noqa: E402
-from triton_conformance.conformance.tail_grid import tail_programs  # noqa: E402
+from triton_conformance.conformance.runner import run_cell
+from triton_conformance.conformance.tail_grid import tail_programs
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="interpreter emulation")
 _ids = itertools.count()
@@ -111,14 +115,30 @@ def copy_at(x_ptr, out_ptr, load_offset, store_offset):
     tl.store(out_ptr + store_offset, tl.load(x_ptr + load_offset))
 
 
-@pytest.mark.parametrize("load_offset, store_offset, kind", [(-(1 << 20), 0, "load"), (0, 1 << 20, "store")])
-def test_an_address_outside_the_launch_tensors_is_caught_before_it_is_used(load_offset, store_offset, kind):
+def test_a_load_outside_the_launch_tensors_is_masked_off_and_recorded():
+    x, out = torch.ones(8), torch.full((4,), 7.0)
+    with tail_programs() as state:
+        copy_at[(1,)](x, out, -(1 << 20), 0)
+    assert state.read_violation is not None and state.read_violation.kind == "load"
+    assert "(the nearest tensor of the launch)" in str(state.read_violation)
+    assert state.violation is None and out[0] == 0, "the load read nothing: it took `other` (zero)"
+
+
+def test_a_store_outside_the_launch_tensors_stops_the_launch_before_it_writes():
     x, out = torch.ones(8), torch.zeros(4)
     with tail_programs() as state, pytest.raises(Exception):  # noqa: B017 - the interpreter wraps it
-        copy_at[(1,)](x, out, load_offset, store_offset)
-    assert state.violation is not None and state.violation.kind == kind
-    assert "(the nearest tensor of the launch)" in str(state.violation)
+        copy_at[(1,)](x, out, 0, 1 << 20)
+    assert state.violation is not None and state.violation.kind == "store"
+    assert "bytes past the end of" in str(state.violation)
     assert out.sum() == 0, "nothing was stored"
+
+
+def test_views_of_one_buffer_do_not_cover_each_other():
+    buffer = torch.zeros(64)
+    x, out = buffer[:8], buffer[32:36]
+    with tail_programs() as state:
+        copy_at[(1,)](x, out, 16, 0)  # inside the buffer, outside x
+    assert state.read_violation is not None
 
 
 def test_addresses_inside_the_tensors_pass():
@@ -161,7 +181,7 @@ def test_a_row_wise_kernel_with_int64_offsets_honours_the_cell():
 
 def test_a_row_wise_kernel_with_int32_offsets_is_caught():
     result = run_cell(rows_subject(wide=False), "shape:large-index", backend=Backend())
-    assert (result.outcome, result.finding) == ("unsafe", "poisoned-read"), result.message
+    assert (result.outcome, result.finding) == ("unsafe", "oob-write"), result.message
     assert "int32 offset that wrapped" in result.message
     assert result.counterexample["dims"] == {"M": 65075387, "N": 33}
     assert "replay_large_index" in result.reproducer
@@ -192,3 +212,28 @@ def test_a_wrong_tail_is_a_mismatch():
                           dims={"M": Dim(1, 1 << 28), "N": Dim(1, 64)}, oracle=lambda x: x * 2)
     result = run_cell(subject, "shape:large-index", backend=Backend())
     assert (result.outcome, result.finding) == ("wrong", "mismatch"), result.message
+
+
+# -- the arena: tensors apart, wrapped writes found in the gaps (as on CUDA) ------------
+
+def test_arena_gaps_catch_a_write_between_tensors():
+    from triton_conformance.conformance.large_index import _Arena
+
+    arena = _Arena(3, 4096, 2, "cpu", reserve=False, gap=8192)  # real memory, as on CUDA, but small
+    x = arena.tensor((1000,), torch.float16, "input 'x'")
+    out = arena.tensor((1000,), torch.float16)
+    x.fill_(1.0)
+    out.fill_(2.0)
+    assert arena.gap_damage() is None, "writes inside the tensors are fine"
+    assert out.data_ptr() - x.data_ptr() >= 8192 + 2000
+    arena.buffer[arena.regions[1][0] - 100] = 0  # 100 bytes before the output, as a wrapped store would
+    damage = arena.gap_damage()
+    assert damage is not None and "gap before an output of the launcher" in damage and "100 bytes before" in damage
+
+
+def test_arena_refuses_more_tensors_than_it_has_room_for():
+    from triton_conformance.conformance.large_index import _Arena
+
+    arena = _Arena(1, 4096, 2, "cpu", reserve=False, gap=4096)
+    assert arena.tensor((100,), torch.float16) is not None
+    assert arena.tensor((100,), torch.float16) is None

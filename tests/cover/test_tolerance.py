@@ -1,12 +1,23 @@
 """The tolerance policy (oracles/tolerance.py) and the comparison (oracles/comparison.py)."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from triton_conformance.oracles import SAFETY_FACTOR, UNIT_ROUNDOFF, Bound, default_bound
+import triton_conformance as tc
+from triton_conformance import Dim, InvalidContract, Scalar, Tensor, Tolerance
+from triton_conformance.conformance.checks import _bound
+from triton_conformance.oracles import (
+    SAFETY_FACTOR,
+    UNIT_ROUNDOFF,
+    Bound,
+    default_bound,
+)
 from triton_conformance.oracles.comparison import compare
+from triton_conformance.oracles.tolerance import TF32_UNIT_ROUNDOFF
+from triton_conformance.strategies import Spec
 
 FLOAT_NAMES = ["float16", "bfloat16", "float32", "float64"]
 
@@ -201,14 +212,6 @@ def test_the_reference_rule_without_a_low_precision_oracle_uses_rtol_atol():
 
 # -- tf32 dots on CUDA (dot_precision) ------------------------------------------
 
-from types import SimpleNamespace  # noqa: E402
-
-import triton_conformance as tc  # noqa: E402
-from triton_conformance import Dim, InvalidContract, Scalar, Tensor, Tolerance  # noqa: E402
-from triton_conformance.conformance.checks import _bound  # noqa: E402
-from triton_conformance.oracles.tolerance import TF32_UNIT_ROUNDOFF  # noqa: E402
-from triton_conformance.strategies import Spec  # noqa: E402
-
 
 def to_tf32(x):
     """Round fp32 values to tf32 (10 mantissa bits, nearest even), as a tensor-core dot does, in float64."""
@@ -240,7 +243,10 @@ def test_tf32_widens_the_bound_by_the_documented_term(k, scale):
 FLASH_DIMS = {"B": Dim(1, 4), "M": Dim(1, 2048), "N": Dim(1, 2048), "D": Dim(1, 128)}
 
 
-def flash_like(dot_precision, tolerance=Tolerance(reference_k=4.0)):
+FLASH_RULE = Tolerance(reference_k=4.0)
+
+
+def flash_like(dot_precision, tolerance=FLASH_RULE):
     qkv = {n: Tensor(("B", "M" if n == "q" else "N", "D"), dtypes=("float16", "float32"), layouts="any")
            for n in ("q", "k", "v")}
     return tc.Contract(inputs=qkv, dims=FLASH_DIMS, scalars={"sm_scale": Scalar(0.05, 1.0)},

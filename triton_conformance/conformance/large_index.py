@@ -117,36 +117,77 @@ def large_index_skip_reason(contract: Contract) -> str | None:
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value; Python 3.11 does not export it
 
 
-class _Arena:
-    """Huge CPU tensors carved from one reserved mapping, each after a gap of 2^32 elements.
+_GAP_BYTE = 0xA5
 
-    An int32 offset that wrapped is 2^32 elements off, so it lands in a gap:
-    the address check then reports it whatever the allocator would have put there.
-    The mapping is MAP_NORESERVE, so untouched pages cost neither memory nor commit.
+
+class _Arena:
+    """Huge tensors carved from one buffer, each after a gap, so that a wrapped offset lands in a gap.
+
+    ``pid * BLOCK`` wrapped in int32 addresses 2^32 elements before where it
+    meant to, that is between 2^31 elements before a tensor and its start.
+
+    - CPU: the buffer is an unbacked MAP_NORESERVE mapping (untouched pages
+      cost neither memory nor commit) and the gaps are 2^32 elements; the
+      emulation's address check reports an access there, whatever the
+      allocator would have put there.
+    - CUDA: the buffer is real device memory (28 GiB for ``add``), the gaps
+      are 2^31 elements filled with a byte pattern, so a wrapped access reads
+      and writes memory the process owns instead of faulting (which would
+      leave the CUDA context unusable), and :meth:`gap_damage` finds the writes.
     """
 
-    def __init__(self, tensors: int, largest_bytes: int, itemsize: int):
-        self.gap = (1 << 32) * itemsize + (1 << 20)
-        self.size = tensors * (self.gap + largest_bytes + 4096) + self.gap
-        self.map = mmap.mmap(-1, self.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
-        self.used = 0
-
-    def tensor(self, shape: tuple[int, ...], dtype: Any):
+    def __init__(self, tensors: int, largest_bytes: int, itemsize: int, device: str = "cpu", *,
+                 reserve: bool | None = None, gap: int | None = None):
         import torch
 
+        self.device = device
+        self.reserve = device == "cpu" if reserve is None else reserve  # unbacked, or real memory with a pattern
+        self.gap = gap or (1 << (32 if self.reserve else 31)) * itemsize + (1 << 20)
+        self.size = tensors * (self.gap + largest_bytes + 4096) + self.gap
+        if self.reserve:
+            self.map = mmap.mmap(-1, self.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+            self.buffer = torch.frombuffer(self.map, dtype=torch.uint8, count=self.size)
+        else:
+            self.buffer = torch.full((self.size,), _GAP_BYTE, dtype=torch.uint8, device=device)
+        self.used = 0
+        self.regions: list[tuple[int, int, str]] = []  # (start, end, name) of each tensor, in order
+
+    def tensor(self, shape: tuple[int, ...], dtype: Any, name: str = "an output of the launcher"):
+        """A contiguous tensor after the next gap, or None when the buffer is full."""
         nbytes = math.prod(shape) * dtype.itemsize
         start = self.used + self.gap
         if start + nbytes + self.gap > self.size:
             return None
         self.used = start + nbytes + (-nbytes) % 4096
-        return torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes, offset=start).view(dtype).view(shape)
+        self.regions.append((start, start + nbytes, name))
+        return self.buffer[start:start + nbytes].view(dtype).view(shape)
+
+    def gap_damage(self) -> str | None:
+        """Where a write into a gap landed (CUDA only; the emulation checks addresses itself), or None."""
+        import torch
+
+        if self.reserve or not self.regions:
+            return None
+        pattern = int.from_bytes(bytes([_GAP_BYTE]) * 8, "little", signed=True)
+        ends = [0] + [end for _, end, _ in self.regions]
+        starts = [start for start, _, _ in self.regions] + [self.used + self.gap]
+        names = [name for _, _, name in self.regions] + ["(after the last tensor)"]
+        for lo, hi, name in zip(ends, starts, names):
+            lo = -(-lo // 8) * 8  # whole words only
+            changed = (self.buffer[lo:hi].view(torch.int64) != pattern).nonzero()
+            if changed.numel():
+                first = lo + 8 * int(changed[0, 0])
+                first += next(i for i, v in enumerate(self.buffer[first:first + 8].tolist()) if v != _GAP_BYTE)
+                return (f"{int(changed.numel())} words changed in the gap before {name}, the first "
+                        f"{hi - first} bytes before its start (an int32 offset that wrapped around?)")
+        return None
 
 
 @contextlib.contextmanager
 def _poisoned_tails(rows_of: dict[int, int], arena: _Arena | None = None) -> Iterator[None]:
     """Fill the last rows of every huge ``torch.empty``-style allocation with poison, and nothing else.
 
-    With an ``arena`` (the CPU), huge allocations are served from it.
+    With an ``arena``, huge allocations are served from it.
     """
     import torch
 
@@ -197,13 +238,14 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
     out = {}
     for index, name in enumerate(contract.inputs):
         shape = tuple(plan.dims[s] for s in contract.inputs[name].shape)
-        if device == "cpu":
-            t = arena.tensor(shape, dtype) if arena is not None else None
-            t = torch.empty(shape, dtype=dtype) if t is None else t
-        else:
-            gen = torch.Generator(device=device).manual_seed(seed + index)
-            t = (torch.randn(shape, dtype=dtype, device=device, generator=gen) if dtype.is_floating_point
-                 else torch.zeros(shape, dtype=dtype, device=device))
+        t = arena.tensor(shape, dtype, f"input {name!r}") if arena is not None else None
+        if t is None:
+            t = torch.empty(shape, dtype=dtype, device=device)
+        if device != "cpu":  # real data everywhere; the CPU leaves all but the tail untouched
+            if dtype.is_floating_point:
+                t.normal_(generator=torch.Generator(device=device).manual_seed(seed + index))
+            else:
+                t.zero_()
         tail = t[-plan.fill_rows:]
         tail.copy_(fill_values(tuple(tail.shape), dtype, "ordinary", seed * 7919 + index).to(dtype))
         out[name] = t
@@ -226,11 +268,11 @@ def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0):
         raise InvalidArgument(f"run_large_index_example: subject={subject.name!r}, expected one the cell "
                               f"applies to: {reason}")
     plan = large_index_plan(contract)
-    arena = None
-    if device == "cpu":  # room for the inputs and as many outputs
-        itemsize = _itemsizes[plan.dtype]
-        arena = _Arena(2 * len(contract.inputs), max(plan.elements(contract, n) for n in contract.inputs) * itemsize,
-                       itemsize)
+    itemsize = _itemsizes[plan.dtype]
+    largest = max(plan.elements(contract, n) for n in contract.inputs) * itemsize
+    # Room for the inputs and their outputs (one output on CUDA, where the gaps are real memory).
+    arena = _Arena(len(contract.inputs) + (len(contract.inputs) if device == "cpu" else 1), largest, itemsize,
+                   device)
     inputs = _build(contract, plan, device, seed, arena)
     rows, fill = plan.dims[plan.row_dim], plan.fill_rows
     emulate = tail_programs() if device == "cpu" else contextlib.nullcontext()
@@ -242,11 +284,18 @@ def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0):
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
             violation = getattr(state, "violation", None)
             if violation is not None:
-                kind = "oob-write" if violation.kind == "store" else "poisoned-read"
-                return Finding("unsafe", kind, f"{violation} (last programs of the grid, "
+                return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "
                                f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
             return Finding("crash", "exception", f"{type(exc).__name__} on {plan.dims} {plan.dtype}: {exc}",
                            {"traceback": "".join(traceback.format_exception(exc))[-4000:]})
+    damage = arena.gap_damage()
+    if damage is not None:
+        return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
+                       {"address_error": damage})
+    read = getattr(state, "read_violation", None)
+    if read is not None:
+        return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} {plan.dtype}; "
+                       "the load was masked off)", {"address_error": str(read)})
     outputs = _as_tuple(raw)
     refs = _as_tuple(contract.oracle(**{n: v[-fill:].to(torch.float64) for n, v in inputs.items()},
                                      **plan.scalars))

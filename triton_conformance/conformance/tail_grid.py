@@ -43,24 +43,30 @@ class _Emulation:
     real_grid: tuple[int, int, int] = (1, 1, 1)
     offsets: tuple[int, int, int] = (0, 0, 0)
     ranges: list[tuple[int, int, str]] = field(default_factory=list)
-    violation: OutOfBoundsAccess | None = None
+    violation: OutOfBoundsAccess | None = None  # the first store outside (it stopped the launch)
+    read_violation: OutOfBoundsAccess | None = None  # the first load outside (masked off; the launch went on)
     launches: int = 0
 
-    def check(self, kind: str, ptrs: Any, mask: Any, itemsize: int) -> None:
+    def outside(self, kind: str, ptrs: Any, mask: Any, itemsize: int):
+        """Boolean array: which live (unmasked) addresses lie outside every tensor of the launch."""
         import numpy as np
 
         addresses = np.asarray(ptrs).astype(np.uint64)
-        if mask is not None:
-            addresses = addresses[np.broadcast_to(np.asarray(mask, dtype=bool), addresses.shape)]
-        live = addresses.reshape(-1)
-        if live.size == 0 or not self.ranges:
-            return
-        ok = np.zeros(live.shape, dtype=bool)
+        live = np.broadcast_to(np.asarray(mask, dtype=bool), addresses.shape) if mask is not None else \
+            np.ones(addresses.shape, dtype=bool)
+        if not self.ranges:
+            return np.zeros(addresses.shape, dtype=bool)
+        inside = np.zeros(addresses.shape, dtype=bool)
         for lo, hi, _ in self.ranges:
-            ok |= (live >= lo) & (live + itemsize <= hi)
-        if not ok.all():
-            self.violation = OutOfBoundsAccess(kind, int(live[~ok][0]), self.ranges)
-            raise self.violation
+            inside |= (addresses >= lo) & (addresses + itemsize <= hi)
+        bad = live & ~inside
+        if bad.any():
+            found = OutOfBoundsAccess(kind, int(addresses[bad].reshape(-1)[0]), self.ranges)
+            if kind == "store":
+                self.violation = self.violation or found
+            else:
+                self.read_violation = self.read_violation or found
+        return bad
 
 
 @contextlib.contextmanager
@@ -70,8 +76,10 @@ def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
     ``tl.program_id`` and ``tl.num_programs`` still see the real grid, so the
     programs compute the offsets they would in the full launch.  Every load
     and store is checked against the byte ranges of the launch's tensor
-    arguments; one outside them raises :class:`OutOfBoundsAccess` (recorded on
-    the yielded state, since the interpreter re-raises errors as its own).
+    arguments.  A load outside them is masked off (it reads ``other`` or zero)
+    and recorded as ``state.read_violation``; a store outside them raises
+    :class:`OutOfBoundsAccess`, recorded as ``state.violation`` (the
+    interpreter re-raises errors as its own).  Neither touches the address.
     """
     from triton.runtime import interpreter
 
@@ -107,17 +115,23 @@ def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
         names = list(getattr(self, "arg_names", ()) or ())
         named = [(names[i] if i < len(names) else f"argument {i}", a) for i, a in enumerate(args_hst)]
         for name, arg in named + list(kwargs_hst.items()):
-            if hasattr(arg, "untyped_storage"):
-                storage = arg.untyped_storage()
-                state.ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name))
+            if hasattr(arg, "data_ptr") and hasattr(arg, "stride") and arg.numel():
+                # The tensor's own extent, not its storage's: views of one buffer stay apart.
+                lo = arg.data_ptr() + sum((n - 1) * st for n, st in zip(arg.shape, arg.stride()) if st < 0) \
+                    * arg.element_size()
+                span = sum((n - 1) * abs(st) for n, st in zip(arg.shape, arg.stride())) + 1
+                state.ranges.append((lo, lo + span * arg.element_size(), name))
         return args_hst, kwargs_hst
 
     def masked_load(ptrs, mask, other, cache_policy, is_volatile):
-        state.check("load", ptrs.data, mask.data, _itemsize(ptrs))
+        bad = state.outside("load", ptrs.data, mask.data, _itemsize(ptrs))
+        if bad.any():  # read nothing there: the elements take `other`, as if masked
+            mask = interpreter.TensorHandle(mask.data & ~bad, mask.dtype)
         return load(ptrs, mask, other, cache_policy, is_volatile)
 
     def masked_store(ptrs, value, mask, cache_policy):
-        state.check("store", ptrs.data, mask.data, _itemsize(ptrs))
+        if state.outside("store", ptrs.data, mask.data, _itemsize(ptrs)).any():
+            raise state.violation
         return store(ptrs, value, mask, cache_policy)
 
     executor.__init__, executor._init_args_hst = init, init_args

@@ -4,16 +4,16 @@ Usage (from the repository root, on a machine with a GPU)::
 
     python bench/gpu/large_index.py [--out DIR] [--devices cuda,cpu]
 
-Each subject runs in its own child process, since the buggy kernel's wrapped
-offsets may end in an illegal address, which leaves a CUDA context unusable.
-Each child runs the cell with real tensors (2^31 + 4099 fp16 elements, 4 GiB
-per tensor) and prints one line: subject, backend, outcome, finding, seconds,
-peak CUDA memory, and the message.  ``--devices cuda,cpu`` runs the CPU
-emulation of the same cell too (the interpreter, last programs of the grid only).
+Each subject runs in its own child process, in case a wrapped offset still
+ends in an illegal address (which leaves a CUDA context unusable).  Each
+child runs the cell with real tensors (2^31 + 4099 fp16 elements, 4 GiB per
+tensor, carved with 4 GiB gaps from one 28 GiB buffer) and prints one line:
+subject, backend, outcome, finding, seconds, peak CUDA memory, and the
+message.  ``--devices cuda,cpu`` runs the CPU emulation of the same cell too
+(the interpreter, last programs of the grid only).
 
-Expected: ``add`` honoured, ``zoo_add_int32_offsets`` not (a crash from an
-illegal address, or unsafe/wrong if the wrapped offsets land in memory the
-process owns).  Writes ``large_index.txt`` and ``large_index.json`` under
+Expected: ``add`` honoured; ``zoo_add_int32_offsets`` unsafe/oob-write (its
+wrapped stores land in the gap before the output), as on the CPU.  Writes ``large_index.txt`` and ``large_index.json`` under
 ``--out`` (default ``$OUT``, else ``large-index-results``).  Exit status 1 if
 the correct kernel fails or the buggy one passes.
 """

@@ -13,17 +13,24 @@ the inputs (elementwise and row-wise kernels).  Any other subject is skipped
 with the reason: one whose contract excludes such inputs cannot overflow
 inside it, and rejecting larger ones is the ``shape:beyond-range`` cell's job.
 
-- **CUDA:** real tensors (a 2^31 + 4099-element fp16 tensor is 4 GiB on a
-  141 GB H200).  The whole grid runs; the last rows are compared.
-- **Interpreter:** the tensors are ``torch.empty`` allocations whose pages
-  stay untouched until written; only their tails are filled, and
-  :func:`tail_programs` makes the interpreter run only the last few program
-  ids along each grid axis while checking every load and store address
-  against the launch's tensors, so a wrapped offset is caught before it
-  touches memory.  The huge tensors (inputs, and outputs the launcher
-  allocates) are carved from one reserved, unbacked mapping with a gap of
-  2^32 elements before each, so an offset that wrapped lands in a gap, never
-  in another tensor.  Only the touched pages cost memory (a few MB).
+The huge tensors (inputs, and outputs the launcher allocates) are carved
+from one buffer with a gap before each (:class:`_Arena`), so an offset that
+wrapped lands in a gap, never in another tensor:
+
+- **CUDA:** real tensors (a 2^31 + 4099-element fp16 tensor is 4 GiB; with
+  the gaps, 28 GiB of a 141 GB H200 for ``add``), filled with random
+  values.  The whole grid runs.  The gaps are real memory holding a byte
+  pattern, so a wrapped store writes there instead of faulting (a fault
+  would leave the CUDA context unusable); the gaps are checked afterwards
+  (*unsafe: oob-write*), then the last rows of the output are compared.
+- **Interpreter:** the buffer is an unbacked mapping whose pages stay
+  untouched until written; only the inputs' tails are filled, and
+  :func:`.tail_grid.tail_programs` makes the interpreter run only the last
+  few program ids along each grid axis while checking every address against
+  the launch's tensors: a load outside them is masked off and recorded, a
+  store outside them stops the launch before it writes (*unsafe: oob-write*).
+  The written suffix of the output is compared.  Only the touched pages cost
+  memory (a few MB), and the cell takes well under a second.
 """
 
 from __future__ import annotations

@@ -240,3 +240,23 @@ def test_the_correct_kernels_p_values_stay_far_above_alpha_over_seeds():
                        .details["tests"]) for s in range(5))
     assert smallest > plan_for(subject.contract).alpha_check
     assert math.isfinite(smallest)
+
+
+def test_a_mask_that_depends_on_the_sign_is_caught_when_f_keeps_negatives_visible():
+    def sign_biased(x, p, seed):  # plain dropout (f = identity) that drops negatives less often
+        r = _uniform(x, seed)
+        r = torch.where(x < 0, 0.5 + r / 2, r)
+        return torch.where(r >= p, x.to(torch.float64) / (1 - p), 0.0).to(x.dtype)
+
+    def plain(x, p, seed):
+        return torch.where(_uniform(x, seed) >= p, x.to(torch.float64) / (1 - p), 0.0).to(x.dtype)
+
+    identity = {"oracle": lambda x, p, seed: x.clone(), "family": "torch_plain_dropout"}
+    good = declare(name="torch_plain_dropout", **identity)
+    object.__setattr__(good, "launcher", plain)
+    assert run_stochastic_cell(good, "stochastic:independence", seed=2).outcome == "honoured"
+    bad = declare(name="torch_plain_dropout_sign_biased", **identity)
+    object.__setattr__(bad, "launcher", sign_biased)
+    result = run_stochastic_cell(bad, "stochastic:independence", seed=2)
+    assert (result.outcome, result.finding) == ("wrong", "not-independent")
+    assert any(t["rejected"] and "value" in t["description"] for t in result.details["tests"])

@@ -189,6 +189,18 @@ class _Experiment:
             v = torch.cat([v, v])[:n][torch.randperm(n, generator=self.generator)]
         return v.reshape(shape)
 
+    def negatives_observable(self) -> bool:
+        """Whether ``f`` of negative inputs is nonzero, so events there can be seen (not for ReLU)."""
+        import torch
+
+        c = self.contract
+        probe = {n: -torch.linspace(0.5, 2.0, 16, dtype=torch.float64).reshape(*([1] * (len(c.inputs[n].shape) - 1)),
+                                                                                 16)
+                 for n in c.tensor_names}
+        ref = c.oracle(**probe, **self.params(0.5, 0))
+        ref = ref[0] if isinstance(ref, (tuple, list)) else ref
+        return bool((ref != 0).all())
+
     def params(self, probability: float, seed: int) -> dict[str, float]:
         params = {}
         for name, s in self.contract.scalars.items():
@@ -371,7 +383,10 @@ def _independence(exp: _Experiment, plan: Plan, tests: list, series: list) -> No
     q = 0.5 if _admits(exp.contract, 0.5) else _levels(exp.contract)[-1]
     elements = max(2 * plan.agreement_pairs, (2 * ROW_LAGS[-1] + 2) * ROW_WIDTH)
     dims = exp.dims(elements)
-    draw = exp.launch(exp.inputs(dims, positive=1.0, duplicated=True), exp.params(q, exp.fresh_seed()))
+    # Mixed signs where f keeps negatives visible, so the value bins also test for a
+    # mask that depends on the sign; only positives where f hides them (ReLU).
+    positive = 0.5 if exp.negatives_observable() else 1.0
+    draw = exp.launch(exp.inputs(dims, positive=positive, duplicated=True), exp.params(q, exp.fresh_seed()))
     _require_valid(draw)
     ev, obs = draw.events.event, draw.events.observable
     width = ev.shape[-1] if ev.dim() > 1 else ev.numel()

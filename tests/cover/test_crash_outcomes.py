@@ -193,3 +193,8 @@ def test_executor_turns_a_passing_cell_that_lost_its_context_into_a_crash() -> N
     result = executor.run(_subject(), "memory")
     assert (result.outcome, result.finding) == ("crash", "device-assert")
     assert executor._pool.retired == 1
+
+
+def test_classify_ignores_a_dead_workers_stderr() -> None:
+    died = _crash("worker process died (signal SIGSEGV); its last output:\n" + OUT_OF_SHARED, "", "process-died")
+    assert (classify(died).outcome, classify(died).finding) == ("crash", "process-died")

@@ -18,12 +18,15 @@ __all__ = ["CellExecutor", "RETIRE_AFTER", "classify"]
 
 # Outcomes after which a worker is replaced: its heap or CUDA context is suspect.
 RETIRE_AFTER = ("unsafe", "crash", "timeout")
+# Crash findings that carry a raised exception (from checks, the runner, or the worker's harness).
+_RAISED = ("exception", "unclean-rejection", "harness-error", "search-error")
 
 
 def classify(result: CellResult) -> CellResult:
     """Name a crash for what it was: a compile failure becomes ``compile-error`` with the compiler's
     message; a sticky CUDA error keeps ``crash`` with the error as its finding."""
-    if result.outcome != "crash":
+    # Only an exception the cell saw raised: a dead worker's stderr may quote an earlier cell's error.
+    if result.outcome != "crash" or result.finding not in _RAISED:
         return result
     text = f"{(result.details or {}).get('traceback') or ''}\n{result.message}"
     kind = compile_error_kind(text)
@@ -32,7 +35,7 @@ def classify(result: CellResult) -> CellResult:
         result.outcome, result.finding = "compile-error", kind
         return result
     poison = cuda_poison_kind(text)
-    if poison is not None and result.finding in ("exception", "unclean-rejection", "harness-error"):
+    if poison is not None:
         result.details = dict(result.details or {}, raised_as=result.finding)
         result.finding = poison
     return result

@@ -162,7 +162,7 @@ def main(argv=None) -> int:
                   f"{record.get('seconds') or 0:.2f}s size={record.get('size')}", flush=True)
         else:
             alarms.append(record)
-            verdict = "FALSE ALARM" if status == "caught" else status
+            verdict = {"caught": "FALSE ALARM", "missed": "ok"}.get(status, status)
             print(f"[runs]   {tester:8s} {subject:40s} {verdict:8s} {record.get('case') or ''} {wall:.1f}s "
                   f"{record.get('message', '')[:200] if status != 'missed' else ''}", flush=True)
 

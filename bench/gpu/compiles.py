@@ -29,6 +29,7 @@ import os
 import queue
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -148,12 +149,21 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.jobs):
         free.put(str(i) if args.jobs > 1 else None)
 
+    lock = threading.Lock()
+    partial = os.path.join(args.out, "compiles.partial.jsonl")  # what finished, should the run be cut short
+    open(partial, "w").close()
+
     def one(name: str) -> dict:
         gpu = free.get()
         try:
-            return run_child(name, args, gpu)
+            result = run_child(name, args, gpu)
         finally:
             free.put(gpu)
+        with lock:
+            print(summary_line(result), flush=True)
+            with open(partial, "a") as f:
+                f.write(json.dumps(result) + "\n")
+        return result
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(one, names))
@@ -162,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = max((r.get("compiles", 0) for r in results), default=0)
     lines.append(f"total compiles {total}, most for one subject {worst}, wall {time.perf_counter() - started:.1f} s "
                  f"(profile {args.profile}, budget {args.budget})")
-    print("\n".join(lines))
+    print(lines[-1])
     with open(os.path.join(args.out, "compiles.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(args.out, "compiles.json"), "w") as f:

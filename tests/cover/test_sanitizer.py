@@ -125,7 +125,9 @@ def test_sanitizer_prefix_gives_each_worker_its_own_log(tmp_path) -> None:
 FAKE_TOOL = """#!{python}
 # Stands in for compute-sanitizer: writes a memcheck log, then runs the worker command it wraps.
 # The findings appear only if the caching allocator is off, as the sanitizer mode requires.
+# It closes every inherited descriptor, the worst a real wrapper could do.
 import os, sys
+os.closerange(3, 4096)
 args = sys.argv[1:]
 log = args[args.index("--log-file") + 1]
 command = args[args.index("--print-limit") + 2:]
@@ -164,3 +166,15 @@ def test_a_worker_runs_under_the_wrapper_and_its_findings_reach_the_cell(tmp_pat
     assert result.examples > 0, "the cell really ran, in the wrapped worker"
     assert (result.outcome, result.finding) == ("unsafe", "sanitizer-oob")
     assert result.details["sanitizer"]["error_count"] == 3
+
+
+def test_a_wrapper_that_never_starts_the_worker_is_a_dead_worker_not_a_hang() -> None:
+    from triton_conformance.conformance.isolation import WorkerPool
+
+    pool = WorkerPool("interpreter", prefix=lambda: ("/bin/false",))
+    try:
+        status, detail, spec = pool.call({"op": "backend"}, timeout=30)
+    finally:
+        pool.close()
+    assert (status, spec) == ("died", None)
+    assert "never opened its channel" in detail

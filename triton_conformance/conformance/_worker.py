@@ -1,6 +1,8 @@
 """Entry point of a worker process: ``python -m triton_conformance.conformance._worker IN OUT``.
 
-Reads requests from fd IN and answers on fd OUT (see :mod:`.isolation`).
+Reads requests from fd IN and answers on fd OUT (see :mod:`.isolation`); IN
+and OUT may also be the paths of named pipes, for a worker started through a
+wrapper such as compute-sanitizer.
 
 On CUDA an illegal address or a device-side assert leaves the context
 unusable: every later CUDA call fails with the same error.  So before each
@@ -40,6 +42,15 @@ def _exit_poisoned(outbox: int, error: str, spec: dict | None) -> None:
     os._exit(EXIT_POISONED)  # no cleanup: it would touch the dead context
 
 
+def open_channels(argv: list[str]) -> tuple[int, int]:
+    """The request and reply fds: inherited ones (``IN OUT`` as numbers), or named pipes (paths)."""
+    if argv[0].isdigit() and argv[1].isdigit():
+        return int(argv[0]), int(argv[1])
+    outbox = os.open(argv[1], os.O_WRONLY)  # the pool's read end is open already
+    inbox = os.open(argv[0], os.O_RDONLY)  # waits for the pool's write end
+    return inbox, outbox
+
+
 class _FlightRecorder:
     """``on_example`` for a cell: reports each example before it runs, and exits once the context is lost."""
 
@@ -61,7 +72,7 @@ class _FlightRecorder:
 def main(argv: list[str]) -> int:
     from triton_conformance.conformance.isolation import receive, send
 
-    inbox, outbox = int(argv[0]), int(argv[1])
+    inbox, outbox = open_channels(argv)
     init = receive(inbox)
     if init is None:
         return 0

@@ -10,9 +10,11 @@ it, and a fresh worker takes over for the next cell.
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -64,27 +66,64 @@ def receive(fd: int, deadline: float | None = None) -> Any:
     return None if body is None else pickle.loads(body)
 
 
+_COMMAND = (sys.executable, "-m", "triton_conformance.conformance._worker")
+
+
 class _Worker:
     def __init__(self, device: str, modules: list[str], env: dict[str, str], prefix: tuple[str, ...] = ()):
-        to_child_r, self._to_child = os.pipe()
-        self._from_child, from_child_w = os.pipe()
         self._stderr = tempfile.TemporaryFile()
-        # ``prefix`` wraps the interpreter (compute-sanitizer); the pipes' fds are inherited through it.
-        self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "triton_conformance.conformance._worker",
-             str(to_child_r), str(from_child_w)],
-            pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, stdout=self._stderr,
-            stderr=self._stderr, env=env,
-        )
-        os.close(to_child_r)
-        os.close(from_child_w)
-        send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules})
+        self._fifo_dir: str | None = None
+        self._start_error: str | None = None
+        if prefix:
+            self._spawn_through_fifos(prefix, env)
+        else:
+            to_child_r, self._to_child = os.pipe()
+            self._from_child, from_child_w = os.pipe()
+            self.proc = subprocess.Popen(
+                [*_COMMAND, str(to_child_r), str(from_child_w)], pass_fds=(to_child_r, from_child_w),
+                stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr, env=env,
+            )
+            os.close(to_child_r)
+            os.close(from_child_w)
+        if self._start_error is None:
+            send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules})
         self.ready = False
+
+    def _spawn_through_fifos(self, prefix: tuple[str, ...], env: dict[str, str]) -> None:
+        """Start ``prefix + worker`` talking over named pipes: a wrapper such as compute-sanitizer
+        need not pass inherited file descriptors on to the program it runs."""
+        self._fifo_dir = tempfile.mkdtemp(prefix="conformance-worker-")
+        to_path, from_path = (os.path.join(self._fifo_dir, name) for name in ("in", "out"))
+        os.mkfifo(to_path, 0o600)
+        os.mkfifo(from_path, 0o600)
+        # Our read end first; the worker opens its write end, then its read end (_worker.open_channels),
+        # so once our write end opens, the worker can already answer.
+        self._from_child = os.open(from_path, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(self._from_child, True)
+        self.proc = subprocess.Popen([*prefix, *_COMMAND, to_path, from_path], stdin=subprocess.DEVNULL,
+                                     stdout=self._stderr, stderr=self._stderr, env=env)
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            try:
+                self._to_child = os.open(to_path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until it reads
+                os.set_blocking(self._to_child, True)
+                return
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self._to_child = os.open(os.devnull, os.O_WRONLY)  # so close() needs no special case
+                self._start_error = f"worker process never opened its channel {to_path}"
+                return
+            time.sleep(0.02)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> str | None:
         """None once the worker has started; else why it did not."""
         if self.ready:
             return None
+        if self._start_error is not None:
+            self.kill()
+            return f"{self._start_error}; its last output:\n{self.stderr_tail()}"
         try:
             reply = receive(self._from_child, time.monotonic() + timeout)
         except TimeoutError:
@@ -163,6 +202,8 @@ class _Worker:
                 pass
         self.kill()
         self._stderr.close()
+        if self._fifo_dir is not None:
+            shutil.rmtree(self._fifo_dir, ignore_errors=True)
 
 
 class WorkerPool:

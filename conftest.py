@@ -13,6 +13,7 @@ KERNEL_MODULES = [
     "kernels_under_test.layer_norm",
     "kernels_under_test.matmul",
     "kernels_under_test.dropout",
+    "kernels_under_test.stochastic_rounding",
 ]
 
 

@@ -14,4 +14,5 @@ importing triton to run them on the CPU.
 - :mod:`.layer_norm`: ``layer_norm``
 - :mod:`.matmul`: ``matmul``
 - :mod:`.dropout`: ``relu_dropout`` (stochastic: fused ReLU + dropout)
+- :mod:`.stochastic_rounding`: ``stochastic_round_bf16`` (stochastic: rounding to the bfloat16 grid)
 """

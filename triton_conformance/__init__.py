@@ -19,7 +19,7 @@ from triton_conformance.conformance import (
     subject,
 )
 from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract
-from triton_conformance.oracles.models import Dropout, Events, StochasticModel
+from triton_conformance.oracles.models import Dropout, Events, StochasticModel, StochasticRounding
 
 __version__ = "0.1.0"
 
@@ -35,6 +35,7 @@ __all__ = [
     "Performance",
     "Scalar",
     "StochasticModel",
+    "StochasticRounding",
     "Subject",
     "Tensor",
     "Tolerance",

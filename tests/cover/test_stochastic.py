@@ -260,3 +260,49 @@ def test_a_mask_that_depends_on_the_sign_is_caught_when_f_keeps_negatives_visibl
     result = run_stochastic_cell(bad, "stochastic:independence", seed=2)
     assert (result.outcome, result.finding) == ("wrong", "not-independent")
     assert any(t["rejected"] and "value" in t["description"] for t in result.details["tests"])
+
+
+# %% A model whose probabilities come from the data ---------------------------
+
+
+def test_stochastic_rounding_model_finds_the_grid_neighbours_and_the_chance_of_rounding_up():
+    from triton_conformance import StochasticRounding
+
+    model = StochasticRounding(grid="bfloat16")
+    ref = torch.tensor([1.0, 1.0 + 2**-9, -(1.0 + 2**-8), 3e-3], dtype=torch.float64)
+    down, up = model.neighbours(ref)
+    assert down.tolist()[:3] == [1.0, 1.0, 1.0] and up.tolist()[:3] == [1.0, 1.0 + 2**-7, 1.0 + 2**-7]
+    out = torch.tensor([1.0, 1.0 + 2**-7, -1.0, 3e-3])  # the last is not on the bfloat16 grid
+    ev = model.classify(out, ref, {}, None)
+    assert ev.observable.tolist() == [False, True, True, True]
+    assert ev.event.tolist() == [False, True, False, False]
+    assert ev.probability[1:3].tolist() == [0.25, 0.5]
+    assert ev.invalid.tolist() == [False, False, False, True]
+    with pytest.raises(InvalidContract, match="grid='int8'"):
+        StochasticRounding(grid="int8")
+
+
+def test_data_driven_probabilities_get_poisson_binomial_tests_that_catch_a_biased_rounder():
+    from triton_conformance import StochasticRounding
+
+    def rounder(x, seed, *, bias=0.0):
+        model = StochasticRounding()
+        ref = x.to(torch.float64)
+        down, up = model.neighbours(ref)
+        p_up = ((ref.abs() - down) / torch.where(up > down, up - down, 1.0)).clamp(0, 1)
+        go_up = _uniform(x, seed) < (p_up + bias).clamp(0, 1)
+        return (torch.sign(ref) * torch.where(go_up, up, down)).to(torch.float32)
+
+    decl = dict(inputs={"x": Tensor(("M", "N"), dtypes=("float32",), layouts="any")},
+                dims={"M": Dim(0, 1 << 20), "N": Dim(0, 1 << 20)},
+                scalars={"seed": Scalar(0, MAX_SEED, kind="int")}, oracle=lambda x, seed: x.clone(),
+                model=StochasticRounding(), deterministic=False, family="torch_rounding")
+    good = register(lambda x, seed: rounder(x, seed), name="torch_rounding", **decl)
+    assert "stochastic:edges" not in cells_for(good.contract)
+    for cell in ("rate", "seeds", "independence"):
+        result = run_stochastic_cell(good, f"stochastic:{cell}", seed=4)
+        assert result.outcome == "honoured", result.message
+    assert result.details["tests"][0]["test"] == "poisson-binomial"
+    biased = register(lambda x, seed: rounder(x, seed, bias=0.02), name="torch_rounding_biased", **decl)
+    result = run_stochastic_cell(biased, "stochastic:rate", seed=4)
+    assert (result.outcome, result.finding) == ("wrong", "rate-mismatch"), result.message

@@ -21,6 +21,7 @@ def kernels():
 
     from triton_conformance import registry
 
-    for name in ("vector_add", "softmax", "gemv", "attention", "flash_attention", "layer_norm", "matmul", "dropout"):
+    for name in ("vector_add", "softmax", "gemv", "attention", "flash_attention", "layer_norm", "matmul", "dropout",
+                 "stochastic_rounding"):
         importlib.import_module(f"kernels_under_test.{name}")
     return registry

@@ -1,6 +1,7 @@
-"""The fused ReLU + dropout kernel through the interpreter: it passes every stochastic
-cell and the ordinary cells that check each example against its model.  Its buggy
-variants are in tests/zoo/zoo_dropout.py, checked by test_zoo.py."""
+"""The stochastic kernels under test through the interpreter: fused ReLU + dropout
+(a model with a probability argument) and stochastic rounding (probabilities from
+the data) pass every stochastic cell, and the ordinary cells that check each
+example against the model.  Their buggy variants are in tests/zoo, checked by test_zoo.py."""
 
 import pytest
 
@@ -8,22 +9,35 @@ from triton_conformance import get_subject
 from triton_conformance.conformance.cells import cells_for
 from triton_conformance.conformance.runner import run_cell
 
+SUBJECTS = {"relu_dropout": "kernels_under_test.dropout",
+            "stochastic_round_bf16": "kernels_under_test.stochastic_rounding"}
+
 
 def stochastic_cells():
-    import kernels_under_test.dropout  # noqa: F401 - registers relu_dropout
+    import importlib
 
-    return [c for c in cells_for(get_subject("relu_dropout").contract) if c.startswith("stochastic:")]
+    cases = []
+    for name, module in SUBJECTS.items():
+        importlib.import_module(module)
+        cases += [(name, c) for c in cells_for(get_subject(name).contract) if c.startswith("stochastic:")]
+    return cases
 
 
-@pytest.mark.parametrize("cell", stochastic_cells())
-def test_relu_dropout_honours_every_stochastic_cell(cell, backend, kernels):
-    result = run_cell(get_subject("relu_dropout"), cell, backend=backend, profile="ci", seed=2026)
+@pytest.mark.parametrize(("name", "cell"), stochastic_cells())
+def test_honours_every_stochastic_cell(name, cell, backend, kernels):
+    result = run_cell(get_subject(name), cell, backend=backend, profile="ci", seed=2026)
     assert result.outcome == "honoured", result.message
-    assert result.duration_s < 60  # the budget per cell is 10 s on an idle 2-core machine (bench/stochastic_cost.py)
+    assert result.duration_s < 60  # the budget per cell is 10 s on an idle 2-core machine (bench/stochastic.py)
 
 
-@pytest.mark.parametrize("cell", ["layout:transposed", "layout:broadcast", "dtype:float16", "shape:non-pow2"])
-def test_relu_dropout_honours_ordinary_cells_under_its_model(cell, backend, kernels):
-    result = run_cell(get_subject("relu_dropout"), cell, backend=backend, profile="ci")
+@pytest.mark.parametrize("name", SUBJECTS)
+@pytest.mark.parametrize("cell", ["layout:transposed", "layout:broadcast", "dtype:float32", "shape:non-pow2"])
+def test_honours_ordinary_cells_under_its_model(name, cell, backend, kernels):
+    result = run_cell(get_subject(name), cell, backend=backend, profile="ci")
     assert result.outcome == "honoured", result.message
     assert result.examples > 0
+
+
+def test_edges_apply_only_where_the_model_has_a_probability_argument(kernels):
+    assert "stochastic:edges" in cells_for(get_subject("relu_dropout").contract)
+    assert "stochastic:edges" not in cells_for(get_subject("stochastic_round_bf16").contract)

@@ -271,8 +271,6 @@ class Contract:
         if self.scalars[self.model.seed].kind != "int":
             raise _fail("Contract", f"scalars[{self.model.seed!r}]", self.scalars[self.model.seed],
                         "an int Scalar for the model's seed")
-        if self.model.probability_name is None:
-            raise _fail("Contract", "model", self.model.describe(), "at least one probability argument")
 
     def _check_callable(self, name: str, fn: Callable[..., Any]) -> None:
         if not callable(fn):

@@ -34,10 +34,11 @@ from triton_conformance.conformance.contract import Contract
 from triton_conformance.oracles.statistics import (
     StatResult,
     agreement_expected,
-    binomial_homogeneity,
     binomial_sample_size,
     binomial_test,
     bonferroni,
+    count_normal_test,
+    grouped_counts_test,
 )
 
 __all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "run_stochastic_cell", "replay_stochastic",
@@ -63,7 +64,10 @@ _CHECKS_PER_CELL = {"seeds": 3, "independence": len(FLAT_LAGS) + len(ROW_LAGS) +
 
 
 def stochastic_cells(contract: Contract) -> list[str]:
-    return [f"stochastic:{c}" for c in STOCHASTIC_CELLS] if contract.model is not None else []
+    """The stochastic cells of ``contract``; ``edges`` needs a probability argument to set to 0 and 1."""
+    if contract.model is None:
+        return []
+    return [f"stochastic:{c}" for c in STOCHASTIC_CELLS if c != "edges" or contract.model.probability_name]
 
 
 # %% The plan: how many checks, at what level, with how many samples --------
@@ -86,11 +90,19 @@ class Plan:
                 f"{AGREEMENT_DEVIATION}")
 
 
-def _levels(contract: Contract) -> tuple[float, ...]:
+def _levels(contract: Contract) -> tuple[float | None, ...]:
+    """The tested values of the model's probability argument; (None,) when its probabilities come from the data."""
     model = contract.model
     name = model.probability_name
+    if name is None:
+        return (None,)
     s = contract.scalars[name]
     return tuple(q for q in model.probabilities[name] if s.low <= q <= s.high)
+
+
+def _middle_level(contract: Contract) -> float | None:
+    """The level where agreement tests have the most power: 0.5 if admitted."""
+    return 0.5 if _admits(contract, 0.5) else _levels(contract)[-1]
 
 
 _PLANS: dict[int, tuple[Contract, Plan]] = {}
@@ -119,9 +131,10 @@ def _plan(contract: Contract) -> Plan:
     checks = len(levels) + sum(_CHECKS_PER_CELL.values()) + ordinary_cells * MAX_EXAMPLES_PER_CELL
     alpha = bonferroni(model.alpha, checks)
     trials = {}
-    for q in levels:
-        delta = min(RATE_DEVIATION, max(q, 1 - q))
-        trials[q] = binomial_sample_size(q, delta, alpha, POWER)
+    for q in levels:  # data-driven probabilities: size for the largest variance, p = 0.5
+        level = 0.5 if q is None else q
+        delta = min(RATE_DEVIATION, max(level, 1 - level))
+        trials[q] = binomial_sample_size(level, delta, alpha, POWER)
     pairs = binomial_sample_size(agreement_expected(0.5), AGREEMENT_DEVIATION, alpha, POWER)
     return Plan(model.alpha, checks, alpha, POWER, trials, pairs)
 
@@ -205,7 +218,8 @@ class _Experiment:
         params = {}
         for name, s in self.contract.scalars.items():
             params[name] = int(s.low) if s.kind == "int" else (s.low + s.high) / 2
-        params[self.model.probability_name] = probability
+        if self.model.probability_name is not None:
+            params[self.model.probability_name] = probability
         params[self.model.seed] = seed
         if self.model.offset:
             params[self.model.offset] = 0
@@ -235,7 +249,7 @@ class _Experiment:
         if tuple(out.shape) != tuple(ref.shape):
             raise _Failure("bad-shape", f"output shape {tuple(out.shape)}, oracle's {tuple(ref.shape)}")
         finite = ref[torch.isfinite(ref)].abs()
-        scale = float(finite.max()) / max(1e-12, 1 - params[self.model.probability_name]) if finite.numel() else 1.0
+        scale = self.model.value_scale(float(finite.max()), params) if finite.numel() else 1.0
         bound = default_bound(out_dtype=str(out.dtype).replace("torch.", ""),
                               accumulate=self.contract.accumulate, scale=scale)
         return _Draw(inputs, out, self.model.classify(out, ref, params, bound), params)
@@ -245,7 +259,7 @@ class _Experiment:
         events = seen = 0
         draws = []
         while seen < trials:
-            need = math.ceil((trials - seen) / POSITIVE_FRACTION * 1.02) + 64
+            need = math.ceil((trials - seen) / value_kw.get("positive", POSITIVE_FRACTION) * 1.02) + 64
             draw = self.launch(self.inputs(self.dims(need), **value_kw), self.params(probability, self.fresh_seed()))
             _require_valid(draw)
             k, n = draw.events.counts()
@@ -277,22 +291,50 @@ def _require_valid(draw: _Draw) -> None:
 # %% The six cells -------------------------------------------------------------
 
 
+def _probabilities(events):
+    """P(event) of every element, as a float64 tensor shaped like the output."""
+    import torch
+
+    p = events.probability
+    if isinstance(p, torch.Tensor):
+        return p.to(torch.float64).expand(events.event.shape)
+    return torch.full(events.event.shape, float(p), dtype=torch.float64)
+
+
+def _bernoulli_test(k: int, probs, description: str) -> StatResult:
+    """Exact binomial when every trial has one probability, else the Poisson-binomial normal approximation."""
+    n = probs.numel()
+    if n and float(probs.max() - probs.min()) < 1e-12:
+        return binomial_test(k, n, float(probs.reshape(-1)[0]), description)
+    return count_normal_test(k, n, float(probs.sum()), float((probs * (1 - probs)).sum()), description)
+
+
 def _rate(exp: _Experiment, plan: Plan, tests: list[StatResult], series: list[dict]) -> None:
+    import torch
+
     for q in _levels(exp.contract):
-        k, n, _ = exp.collect(q, plan.rate_trials[q], positive=1.0)
-        tests.append(binomial_test(k, n, q, f"event rate at {exp.model.probability_name}={q:g}"))
-        series.append({"x": q, "y": k / n - q, "outcome": "wrong" if tests[-1].rejects(plan.alpha_check) else "ok"})
+        k, n, draws = exp.collect(q, plan.rate_trials[q], positive=1.0)
+        probs = torch.cat([_probabilities(d.events)[d.events.observable] for d in draws])
+        what = "event rate" if q is None else f"event rate at {exp.model.probability_name}={q:g}"
+        tests.append(_bernoulli_test(k, probs, what))
+        x = 0.5 if q is None else q
+        series.append({"x": x, "y": k / n - float(probs.mean()),
+                       "outcome": "wrong" if tests[-1].rejects(plan.alpha_check) else "ok"})
 
 
 def _values(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
-    for q in (q for q in VALUES_LEVELS if _admits(exp.contract, q)):
+    levels = [q for q in VALUES_LEVELS if _admits(exp.contract, q)] if exp.model.probability_name else [None]
+    for q in levels:
         draw = exp.launch(exp.inputs(exp.dims(VALUES_ELEMENTS)), exp.params(q, exp.fresh_seed()))
         _require_valid(draw)
 
 
-def _admits(contract: Contract, q: float) -> bool:
-    s = contract.scalars[contract.model.probability_name]
-    return s.low <= q <= s.high
+def _admits(contract: Contract, q: float | None) -> bool:
+    name = contract.model.probability_name
+    if name is None:
+        return q is None
+    s = contract.scalars[name]
+    return q is not None and s.low <= q <= s.high
 
 
 def _edges(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
@@ -325,7 +367,7 @@ def _edges(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
 def _reproducibility(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
     import torch
 
-    q = 0.5 if _admits(exp.contract, 0.5) else _levels(exp.contract)[-1]
+    q = _middle_level(exp.contract)
     seed = exp.fresh_seed()
     dims = exp.dims(20_000)
     inputs = exp.inputs(dims)
@@ -338,20 +380,26 @@ def _reproducibility(exp: _Experiment, plan: Plan, tests: list, series: list) ->
                        f"{first.numel()} elements")
 
 
+def _agree_probability(pa, pb):
+    """P(two independent events agree) for per-pair probabilities: p p' + (1 - p)(1 - p')."""
+    return pa * pb + (1 - pa) * (1 - pb)
+
+
 def _agreement(a, b, description: str, shift: int = 0) -> StatResult:
-    """Exact binomial test that two event masks agree as independent Bernoulli(p) masks do."""
+    """Test that two event masks agree as independent masks do (exact binomial for a constant p)."""
     ea, eb = a.events, b.events
     oa, ob = ea.observable.reshape(-1), eb.observable.reshape(-1)
     xa, xb = ea.event.reshape(-1), eb.event.reshape(-1)
+    pa, pb = _probabilities(ea).reshape(-1), _probabilities(eb).reshape(-1)
     if shift:  # a's element i + shift against b's element i: b's stream is a's, moved along
-        oa, ob, xa, xb = oa[shift:], ob[:-shift], xa[shift:], xb[:-shift]
+        oa, ob, xa, xb, pa, pb = oa[shift:], ob[:-shift], xa[shift:], xb[:-shift], pa[shift:], pb[:-shift]
     both = oa & ob
     agree = int(((xa == xb) & both).sum())
-    return binomial_test(agree, int(both.sum()), agreement_expected(ea.probability), description)
+    return _bernoulli_test(agree, _agree_probability(pa, pb)[both], description)
 
 
 def _seeds(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
-    q = 0.5 if _admits(exp.contract, 0.5) else _levels(exp.contract)[-1]
+    q = _middle_level(exp.contract)
     seed = exp.fresh_seed()
     seed_range = exp.contract.scalars[exp.model.seed]
     nearby = seed + 1 if seed + 1 <= seed_range.high else seed - 1
@@ -367,20 +415,24 @@ def _seeds(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
     tests.append(_agreement(base, near, f"agreement of seed {seed}'s mask with seed {nearby}'s shifted by one", 1))
 
 
-def _lag_pairs(flat_event, flat_obs, lag: int):
-    """(agreements, pairs) over disjoint pairs (i, i + lag): each run of 2*lag elements pairs its halves."""
+def _lag_pairs(flat_event, flat_obs, lag: int, flat_prob=None):
+    """Disjoint pairs (i, i + lag), each run of 2*lag elements pairing its halves:
+    (agreements, pairs), and with ``flat_prob`` also each observed pair's P(agree)."""
     whole = flat_event.numel() // (2 * lag) * (2 * lag)
     events = flat_event[:whole].reshape(-1, 2, lag)
     observed = flat_obs[:whole].reshape(-1, 2, lag)
     both = observed[:, 0] & observed[:, 1]
     agree = (events[:, 0] == events[:, 1]) & both
-    return int(agree.sum()), int(both.sum())
+    if flat_prob is None:
+        return int(agree.sum()), int(both.sum())
+    probs = flat_prob[:whole].reshape(-1, 2, lag)
+    return int(agree.sum()), int(both.sum()), _agree_probability(probs[:, 0], probs[:, 1])[both]
 
 
 def _independence(exp: _Experiment, plan: Plan, tests: list, series: list) -> None:
     import torch
 
-    q = 0.5 if _admits(exp.contract, 0.5) else _levels(exp.contract)[-1]
+    q = _middle_level(exp.contract)
     elements = max(2 * plan.agreement_pairs, (2 * ROW_LAGS[-1] + 2) * ROW_WIDTH)
     dims = exp.dims(elements)
     # Mixed signs where f keeps negatives visible, so the value bins also test for a
@@ -391,51 +443,55 @@ def _independence(exp: _Experiment, plan: Plan, tests: list, series: list) -> No
     ev, obs = draw.events.event, draw.events.observable
     width = ev.shape[-1] if ev.dim() > 1 else ev.numel()
     flat_e, flat_o = ev.reshape(-1), obs.reshape(-1)
-    expected = agreement_expected(q)
+    flat_p = _probabilities(draw.events).reshape(-1)
     lags = [(f"elements {lag} apart", lag) for lag in FLAT_LAGS if 2 * lag < flat_e.numel()]
     rows = flat_e.numel() // width if ev.dim() > 1 else 1
     lags += [(f"rows {k} apart", k * width) for k in ROW_LAGS if 2 * k < rows]
     for what, lag in lags:
-        agree, pairs = _lag_pairs(flat_e, flat_o, lag)
-        tests.append(binomial_test(agree, pairs, expected, f"agreement of events {what}"))
-        series.append({"x": lag, "y": agree / max(pairs, 1) - expected,
+        agree, pairs, expected = _lag_pairs(flat_e, flat_o, lag, flat_p)
+        tests.append(_bernoulli_test(agree, expected, f"agreement of events {what}"))
+        series.append({"x": lag, "y": agree / max(pairs, 1) - float(expected.mean() if pairs else 0),
                        "outcome": "wrong" if tests[-1].rejects(plan.alpha_check) else "ok"})
     position = torch.arange(flat_e.numel()) % POSITION_PERIOD
-    tests.append(_homogeneity(position, flat_e, flat_o, POSITION_PERIOD, q,
+    tests.append(_homogeneity(position, flat_e, flat_o, flat_p, POSITION_PERIOD,
                               f"event rate by position modulo {POSITION_PERIOD}"))
     if rows > 1:
-        tests.append(_homogeneity(torch.arange(flat_e.numel()) // width, flat_e, flat_o, rows, q, "event rate by row"))
-        tests.append(_homogeneity(torch.arange(flat_e.numel()) % width, flat_e, flat_o, width, q,
+        tests.append(_homogeneity(torch.arange(flat_e.numel()) // width, flat_e, flat_o, flat_p, rows,
+                                  "event rate by row"))
+        tests.append(_homogeneity(torch.arange(flat_e.numel()) % width, flat_e, flat_o, flat_p, width,
                                   "event rate by column"))
     x = next(t for n, t in draw.inputs.items() if tuple(t.shape) == tuple(ev.shape)).detach().cpu().reshape(-1)
     x = x.to(torch.float64)
     observed_x = x[flat_o]
     edges = torch.quantile(observed_x, torch.linspace(0, 1, VALUE_BINS + 1, dtype=torch.float64)[1:-1])
-    tests.append(_homogeneity(torch.bucketize(x, edges), flat_e, flat_o, VALUE_BINS, q,
+    tests.append(_homogeneity(torch.bucketize(x, edges), flat_e, flat_o, flat_p, VALUE_BINS,
                               "event rate by the input's value (16 quantile bins)"))
-    tests.append(_duplicates(x, flat_e, flat_o, expected))
+    tests.append(_duplicates(x, flat_e, flat_o, flat_p))
 
 
-def _homogeneity(group, event, observable, groups: int, q: float, description: str) -> StatResult:
+def _homogeneity(group, event, observable, probs, groups: int, description: str) -> StatResult:
+    """Chi-square test that the event count of every group matches its expectation."""
     import torch
 
-    g = group[observable]
-    trials = torch.bincount(g, minlength=groups)
-    events = torch.bincount(g, weights=event[observable].to(torch.float64), minlength=groups).round().long()
-    return binomial_homogeneity(events, trials, q, description)
+    g, p = group[observable], probs[observable]
+    counts = torch.bincount(g, weights=event[observable].to(torch.float64), minlength=groups)
+    means = torch.bincount(g, weights=p, minlength=groups)
+    variances = torch.bincount(g, weights=p * (1 - p), minlength=groups)
+    return grouped_counts_test(counts.round(), means, variances, description)
 
 
-def _duplicates(x, event, observable, expected: float) -> StatResult:
+def _duplicates(x, event, observable, probs) -> StatResult:
     """Elements holding equal input values must agree no more often than independent ones."""
     import torch
 
     order = torch.argsort(x, stable=True)
-    xs, es, os_ = x[order], event[order], observable[order]
+    xs, es, os_, ps = x[order], event[order], observable[order], probs[order]
     same = (xs[1:] == xs[:-1]) & os_[1:] & os_[:-1]
     idx = torch.nonzero(same).reshape(-1)
     idx = idx[torch.cat([torch.tensor([True]), idx[1:] != idx[:-1] + 1])] if idx.numel() else idx  # disjoint pairs
     agree = int((es[idx] == es[idx + 1]).sum())
-    return binomial_test(agree, int(idx.numel()), expected, "agreement of events at elements holding equal values")
+    return _bernoulli_test(agree, _agree_probability(ps[idx], ps[idx + 1]),
+                           "agreement of events at elements holding equal values")
 
 
 _CELLS: dict[str, Callable] = {"rate": _rate, "values": _values, "edges": _edges,
@@ -543,7 +599,7 @@ def check_stochastic_output(subject, out, ref, scalars: dict, bound):
     k, n = events.counts()
     if n:
         alpha = example_alpha(subject.contract)
-        test = binomial_test(k, n, events.probability, "event rate in this example")
+        test = _bernoulli_test(k, _probabilities(events)[events.observable], "event rate in this example")
         if test.rejects(alpha):
             return Finding("wrong", "rate-mismatch", f"{test.describe()} < alpha {alpha:.3g}",
                            {"p_value": test.p_value, "statistic": test.statistic, "expected": test.expected, "n": n})

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from triton_conformance.errors import InvalidContract
 
-__all__ = ["Events", "StochasticModel", "Dropout", "DEFAULT_ALPHA"]
+__all__ = ["Events", "StochasticModel", "Dropout", "StochasticRounding", "DEFAULT_ALPHA"]
 
 # The false-positive rate of one whole run of a subject's statistical checks.
 DEFAULT_ALPHA = 1e-6
@@ -102,6 +102,10 @@ class StochasticModel:
         """
         raise NotImplementedError
 
+    def value_scale(self, ref_max: float, params: Mapping[str, float]) -> float:
+        """The magnitude the output's values reach, given ``max |f(x)|``; tolerances scale with it."""
+        return ref_max
+
     def describe(self) -> str:
         return type(self).__name__
 
@@ -129,6 +133,9 @@ class Dropout(StochasticModel):
     def probability(self, params: Mapping[str, float]) -> float:
         return float(params[self.p])
 
+    def value_scale(self, ref_max: float, params: Mapping[str, float]) -> float:
+        return ref_max / max(1e-12, 1.0 - float(params[self.p]))  # survivors are f(x) / (1 - p)
+
     def classify(self, out, ref, params: Mapping[str, float], bound) -> Events:
         import torch
 
@@ -146,3 +153,54 @@ class Dropout(StochasticModel):
 
     def describe(self) -> str:
         return f"Dropout(p={self.p!r}): 0 or f(x)/(1-p), dropped independently with probability p"
+
+
+_MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}
+_MIN_EXPONENT = {"bfloat16": -126, "float16": -14, "float32": -126}
+
+
+@dataclass(frozen=True)
+class StochasticRounding(StochasticModel):
+    """Each element is ``f(x)`` rounded to one of its two neighbours on the ``grid`` dtype's grid.
+
+    Away from zero with probability (|f(x)| - down) / (up - down), where down
+    and up are the grid points around |f(x)|, else towards zero, independently
+    across elements.  The probability comes from the data, so the model
+    declares no probability argument; an exact grid value must come back unchanged.
+    """
+
+    grid: str = "bfloat16"
+
+    kind = "stochastic-rounding"
+
+    def __post_init__(self) -> None:
+        if self.grid not in _MANTISSA_BITS:
+            raise InvalidContract(f"StochasticRounding: grid={self.grid!r}, expected one of {tuple(_MANTISSA_BITS)}")
+        super().__post_init__()
+
+    def neighbours(self, ref):
+        """(down, up): the grid points around |ref| (equal where |ref| is on the grid)."""
+        import torch
+
+        magnitude = ref.abs()
+        _, exponent = torch.frexp(magnitude)
+        exponent = torch.clamp(exponent - 1, min=_MIN_EXPONENT[self.grid])  # subnormals share the smallest ulp
+        ulp = torch.ldexp(torch.ones_like(magnitude), exponent - _MANTISSA_BITS[self.grid])
+        down = torch.floor(magnitude / ulp) * ulp
+        return down, torch.where(down == magnitude, down, down + ulp)
+
+    def classify(self, out, ref, params: Mapping[str, float], bound) -> Events:
+        import torch
+
+        got = out.to(torch.float64)
+        down, up = self.neighbours(ref)
+        sign = torch.where(ref < 0, -1.0, 1.0).to(torch.float64)
+        observable = torch.isfinite(ref) & (up != down)
+        went_up = got == sign * up
+        probability = torch.where(observable, (ref.abs() - down) / torch.where(observable, up - down, 1.0), 0.0)
+        invalid = ~(went_up | (got == sign * down))
+        return Events(event=went_up & observable, observable=observable, probability=probability, invalid=invalid,
+                      allowed=f"f(x) rounded down or up to the {self.grid} grid")
+
+    def describe(self) -> str:
+        return f"StochasticRounding(grid={self.grid!r}): up with probability equal to the distance from below"

@@ -24,6 +24,9 @@ __all__ = [
     "binomial_sample_size",
     "binomial_homogeneity",
     "binomial_test",
+    "count_normal_test",
+    "grouped_counts_test",
+    "poisson_binomial_test",
     "bonferroni",
     "chi_square_uniformity",
     "gamma_q",
@@ -262,18 +265,73 @@ def binomial_homogeneity(events, trials, p, description=""):
         raise ValueError(f"len(events)={len(events)}, expected len(trials)={len(trials)}")
     p = _check_probability("p", p, open_low=True, open_high=True)
     pairs = [(_check_count("events[g]", k), _check_count("trials[g]", n)) for k, n in zip(events, trials)]
-    pairs = [(k, n) for k, n in pairs if n > 0]
     if any(k > n for k, n in pairs):
         raise ValueError("events[g] > trials[g] for some group, expected at most as many events as trials")
-    if len(pairs) < 2:
-        raise ValueError(f"{len(pairs)} groups with trials, expected at least 2")
-    smallest = min(n for _, n in pairs) * p * (1 - p)
+    return grouped_counts_test([k for k, _ in pairs], [n * p for _, n in pairs],
+                               [n * p * (1 - p) for _, n in pairs], description)
+
+
+def grouped_counts_test(observed, means, variances, description=""):
+    """Chi-square test of group counts against known means and variances: sum (O - E)^2 / V over G groups.
+
+    Each group's count is a sum of independent Bernoulli events (their
+    probabilities may differ), so it is close to normal once its variance is
+    at least about 5, and the statistic is then close to chi-square with G
+    degrees of freedom.  Groups with zero variance must match exactly and are
+    left out; groups with a smaller variance are refused.
+    """
+    observed, means, variances = (v.tolist() if hasattr(v, "tolist") else list(v) for v in (observed, means, variances))
+    if not len(observed) == len(means) == len(variances):
+        raise ValueError(f"lengths {len(observed)}, {len(means)}, {len(variances)}, expected equal lengths")
+    groups = [(o, e, v) for o, e, v in zip(observed, means, variances) if v > 0]
+    if len(groups) < 2:
+        raise ValueError(f"{len(groups)} groups with a positive variance, expected at least 2")
+    smallest = min(v for _, _, v in groups)
     if smallest < 5:
-        raise ValueError(f"smallest n_g p (1 - p)={smallest:.3g}, expected >= 5 for the chi-square limit to hold")
-    statistic = math.fsum((k - n * p) ** 2 / (n * p * (1 - p)) for k, n in pairs)
-    df = len(pairs)
-    return StatResult("chi-square", statistic, float(df), gamma_q(df / 2, statistic / 2),
-                      sum(n for _, n in pairs), description)
+        raise ValueError(f"smallest group variance={smallest:.3g}, expected >= 5 for the chi-square limit to hold")
+    statistic = math.fsum((o - e) ** 2 / v for o, e, v in groups)
+    df = len(groups)
+    n = round(math.fsum(e for _, e, _ in groups))
+    return StatResult("chi-square", statistic, float(df), gamma_q(df / 2, statistic / 2), n, description)
+
+
+def poisson_binomial_test(k, probabilities, description=""):
+    """Two-sided test of ``k`` events among independent Bernoulli trials with the given probabilities.
+
+    Equal probabilities make it the exact :func:`binomial_test`.  Otherwise
+    the count's distribution (Poisson-binomial) is replaced by the normal with
+    its mean sum(p) and variance sum(p (1 - p)), with a continuity correction:
+    accurate when that variance is large (a few hundred or more, as in the
+    designed cells).  ``statistic`` and ``expected`` are rates: k / n and mean / n.
+    """
+    probs = probabilities.tolist() if hasattr(probabilities, "tolist") else list(probabilities)
+    k = _check_count("k", k)
+    n = len(probs)
+    if k > n:
+        raise ValueError(f"k={k}, expected 0 <= k <= n={n}")
+    if n == 0:
+        return StatResult("binomial", 0.0, 0.0, 1.0, 0, description)
+    if max(probs) - min(probs) < 1e-12:
+        return binomial_test(k, n, probs[0], description)
+    return count_normal_test(k, n, math.fsum(probs), math.fsum(q * (1 - q) for q in probs), description)
+
+
+def count_normal_test(k, n, mean, variance, description=""):
+    """Two-sided test of a count ``k`` of ``n`` independent Bernoulli trials whose sum has the given
+    ``mean`` and ``variance``, by the normal approximation with a continuity correction.
+
+    The form of :func:`poisson_binomial_test` for callers that sum the
+    probabilities themselves (e.g. on tensors).  Zero variance means the
+    count is certain.
+    """
+    k = _check_count("k", k)
+    n = _check_count("n", n)
+    if n == 0:
+        return StatResult("poisson-binomial", 0.0, 0.0, 1.0, 0, description)
+    if variance <= 0:
+        return StatResult("poisson-binomial", k / n, mean / n, 1.0 if k == round(mean) else 0.0, n, description)
+    z = max(0.0, abs(k - mean) - 0.5) / math.sqrt(variance)
+    return StatResult("poisson-binomial", k / n, mean / n, min(1.0, math.erfc(z / math.sqrt(2))), n, description)
 
 
 # %% Kolmogorov-Smirnov -----------------------------------------------------

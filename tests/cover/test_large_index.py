@@ -237,3 +237,50 @@ def test_arena_refuses_more_tensors_than_it_has_room_for():
     arena = _Arena(1, 4096, 2, "cpu", reserve=False, gap=4096)
     assert arena.tensor((100,), torch.float16) is not None
     assert arena.tensor((100,), torch.float16) is None
+
+
+# -- the CUDA path (whole grid, real memory, gaps checked), at a small scale on the CPU -----
+
+@pytest.fixture
+def small_large(monkeypatch):
+    """Shrink 'large' to 4096 elements so the whole-grid path fits in a test."""
+    from triton_conformance.conformance import large_index
+
+    monkeypatch.setattr(large_index, "LARGE", 4096)
+    monkeypatch.setattr(large_index, "EXTRA", 5)
+    monkeypatch.setattr(large_index, "TAIL_ELEMENTS", 64)
+    return large_index
+
+
+def small_vector_subject(launcher):
+    return tc.register(launcher, name=f"cover_li_full_{launcher.__name__}_{next(_ids)}", inputs=VECTOR,
+                       dims={"N": Dim(0, 1 << 20)}, oracle=lambda x, y: x + y)
+
+
+def test_whole_grid_path_honours_a_correct_launcher(small_large):
+    subject = small_vector_subject(lambda x, y: torch.add(x, y, out=torch.empty_like(x)))
+    assert small_large.run_large_index_example(subject, emulate=False) == "honoured"
+
+
+def test_whole_grid_path_finds_a_write_in_the_gap_before_the_output(small_large):
+    def writes_before_out(x, y):
+        out = torch.empty_like(x)
+        torch.add(x, y, out=out)
+        torch.as_strided(out, (1,), (1,), out.storage_offset() - 50).fill_(0.0)  # 100 bytes before, in the gap
+        return out
+
+    found = small_large.run_large_index_example(small_vector_subject(writes_before_out), emulate=False)
+    assert (found.outcome, found.kind) == ("unsafe", "oob-write")
+    assert "gap before an output of the launcher, the first 100 bytes before its start" in found.message
+
+
+def test_whole_grid_path_finds_an_unwritten_and_a_wrong_tail(small_large):
+    def forgets_the_end(x, y):
+        out = torch.empty_like(x)
+        torch.add(x[:-3], y[:-3], out=out[:-3])
+        return out
+
+    found = small_large.run_large_index_example(small_vector_subject(forgets_the_end), emulate=False)
+    assert (found.outcome, found.kind) == ("unsafe", "unwritten")
+    found = small_large.run_large_index_example(small_vector_subject(lambda x, y: x - y), emulate=False)
+    assert (found.outcome, found.kind) == ("wrong", "mismatch")

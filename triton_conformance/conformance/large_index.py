@@ -149,7 +149,8 @@ class _Arena:
 
         self.device = device
         self.reserve = device == "cpu" if reserve is None else reserve  # unbacked, or real memory with a pattern
-        self.gap = gap or (1 << (32 if self.reserve else 31)) * itemsize + (1 << 20)
+        # A wrapped offset is 2^32 elements off, at most 2^31 elements before the tensor's start.
+        self.gap = gap or (2 * LARGE if self.reserve else LARGE) * itemsize + (1 << 20)
         self.size = tensors * (self.gap + largest_bytes + 4096) + self.gap
         if self.reserve:
             self.map = mmap.mmap(-1, self.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
@@ -231,7 +232,7 @@ def _poisoned_tails(rows_of: dict[int, int], arena: _Arena | None = None) -> Ite
 
 
 def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
-           arena: _Arena | None = None) -> dict[str, Any]:
+           arena: _Arena | None = None, emulate: bool = True) -> dict[str, Any]:
     """The inputs: contiguous, lazily allocated; the last ``fill_rows`` rows hold ordinary values.
 
     On CUDA the rest is filled too (with randn), so the kernel reads real data everywhere.
@@ -248,7 +249,7 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
         t = arena.tensor(shape, dtype, f"input {name!r}") if arena is not None else None
         if t is None:
             t = torch.empty(shape, dtype=dtype, device=device)
-        if device != "cpu":  # real data everywhere; the CPU leaves all but the tail untouched
+        if not emulate:  # real data everywhere; the emulation leaves all but the tail untouched
             if dtype.is_floating_point:
                 t.normal_(generator=torch.Generator(device=device).manual_seed(seed + index))
             else:
@@ -259,8 +260,13 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
     return out
 
 
-def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0):
-    """Run the cell's one example: a Finding, or ``"honoured"``."""
+def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0, *, emulate: bool | None = None):
+    """Run the cell's one example: a Finding, or ``"honoured"``.
+
+    ``emulate`` (default: on the CPU) runs only the last programs of the grid
+    on lazily allocated tensors; without it the whole grid runs on real
+    tensors, as on CUDA.
+    """
     import torch
 
     from triton_conformance.conformance.checks import _as_tuple
@@ -277,13 +283,13 @@ def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0):
     plan = large_index_plan(contract)
     itemsize = _itemsizes[plan.dtype]
     largest = max(plan.elements(contract, n) for n in contract.inputs) * itemsize
-    # Room for the inputs and their outputs (one output on CUDA, where the gaps are real memory).
-    arena = _Arena(len(contract.inputs) + (len(contract.inputs) if device == "cpu" else 1), largest, itemsize,
-                   device)
-    inputs = _build(contract, plan, device, seed, arena)
+    emulate = device == "cpu" if emulate is None else emulate
+    # Room for the inputs and their outputs (one output where the gaps are real memory).
+    arena = _Arena(len(contract.inputs) + (len(contract.inputs) if emulate else 1), largest, itemsize, device,
+                   reserve=emulate)
+    inputs = _build(contract, plan, device, seed, arena, emulate)
     rows, fill = plan.dims[plan.row_dim], plan.fill_rows
-    emulate = tail_programs() if device == "cpu" else contextlib.nullcontext()
-    with emulate as state, _poisoned_tails({rows: fill}, arena):
+    with (tail_programs() if emulate else contextlib.nullcontext()) as state, _poisoned_tails({rows: fill}, arena):
         try:
             raw = subject.launcher(**inputs, **plan.scalars)
             if device != "cpu":
@@ -312,9 +318,9 @@ def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0):
                            f"{rows} rows")
         tail = out[-fill:]
         holes = unwritten_elements(tail)
-        # Under the interpreter only the last programs ran: a suffix of the rows is written.
-        written = fill if device != "cpu" else _written_suffix(holes)
-        if written == 0 or (device != "cpu" and holes.any()):
+        # Emulated, only the last programs ran: a suffix of the rows is written.
+        written = _written_suffix(holes) if emulate else fill
+        if written == 0 or (not emulate and holes.any()):
             first = tuple(int(v) for v in torch.nonzero(holes)[0]) if holes.any() else ()
             return Finding("unsafe", "unwritten", f"output {i}: the last rows of a {tuple(out.shape)} output "
                            f"were never written (first hole at tail row {first}; an offset that wrapped "

@@ -7,6 +7,10 @@ Hardware limit: 232448").  The interpreter compiles nothing and has no
 shared memory, so there the same limit is a ``tl.static_assert`` that fails
 (the launcher passes the H200's limit); on CUDA the launcher passes no limit
 and the real compiler refuses.
+
+The length comes in through a one-element tensor rather than an integer
+argument, so every example shares one specialization: the (slow, doomed)
+compilation happens once and is cached, and each cell fails fast.
 """
 
 import os
@@ -31,12 +35,13 @@ NO_LIMIT = 1 << 40
 def big_tile_kernel(
     x_ptr,  # *Pointer* to the input vector
     out_ptr,  # *Pointer* to the output vector
-    n_elements,  # Number of elements
+    n_ptr,  # *Pointer* to the number of elements (int32), read at run time
     TILE: tl.constexpr,  # Tile edge: TILE x TILE operands (the hazard)
     SHARED_LIMIT: tl.constexpr,  # Bytes of shared memory the interpreter pretends to have
 ):
     # Two fp16 TILE x TILE operands of the dot would sit in shared memory.
     tl.static_assert(2 * TILE * TILE * 2 <= SHARED_LIMIT, "tile operands exceed shared memory")
+    n_elements = tl.load(n_ptr)
     rows = tl.arange(0, TILE)
     cols = tl.arange(0, TILE)
     mask = (rows[:, None] >= 0) & (cols[None, :] < n_elements)
@@ -57,5 +62,6 @@ def hazard_compile(x):
     n = x.shape[0]
     out = torch.empty_like(x)
     limit = H200_SHARED_MEMORY if os.environ.get("TRITON_INTERPRET") == "1" else NO_LIMIT
-    big_tile_kernel[(1,)](x, out, n, TILE=TILE, SHARED_LIMIT=limit)
+    n_elements = torch.full((1,), n, dtype=torch.int32, device=x.device)
+    big_tile_kernel[(1,)](x, out, n_elements, TILE=TILE, SHARED_LIMIT=limit)
     return out

@@ -178,3 +178,33 @@ def test_a_wrapper_that_never_starts_the_worker_is_a_dead_worker_not_a_hang() ->
         pool.close()
     assert (status, spec) == ("died", None)
     assert "never opened its channel" in detail
+
+
+def test_killing_a_wrapped_worker_kills_the_worker_under_the_wrapper(tmp_path) -> None:
+    import sys
+    import time
+
+    from triton_conformance.conformance.isolation import _Worker
+
+    pids = tmp_path / "pids"
+    stuck = tmp_path / "stuck.py"  # opens its channels like a worker, then hangs (a spinning kernel)
+    stuck.write_text(f"import os, sys, time\nos.open(sys.argv[2], os.O_WRONLY)\nos.open(sys.argv[1], os.O_RDONLY)\n"
+                     f"open({str(pids)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+    wrapper = tmp_path / "wrapper"  # forks the program it wraps and waits, as compute-sanitizer does
+    wrapper.write_text(f"#!{sys.executable}\nimport subprocess, sys\n"
+                       f"sys.exit(subprocess.call([sys.executable, {str(stuck)!r}, *sys.argv[-2:]]))\n")
+    wrapper.chmod(0o755)
+    worker = _Worker("interpreter", [], dict(os.environ), (str(wrapper),))
+    try:
+        assert "did not start within 3 s" in worker.wait_ready(timeout=3)  # gives up and kills it
+        stuck_pid = int(pids.read_text())
+        for _ in range(100):
+            try:
+                os.kill(stuck_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the wrapped process {stuck_pid} outlived the kill")
+    finally:
+        worker.close()

@@ -100,8 +100,9 @@ class _Worker:
         # so once our write end opens, the worker can already answer.
         self._from_child = os.open(from_path, os.O_RDONLY | os.O_NONBLOCK)
         os.set_blocking(self._from_child, True)
+        # Its own process group: killing a hung worker must take the wrapper and the worker under it.
         self.proc = subprocess.Popen([*prefix, *_COMMAND, to_path, from_path], stdin=subprocess.DEVNULL,
-                                     stdout=self._stderr, stderr=self._stderr, env=env)
+                                     stdout=self._stderr, stderr=self._stderr, env=env, start_new_session=True)
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:
             try:
@@ -190,6 +191,11 @@ class _Worker:
         self.close()
 
     def kill(self) -> None:
+        if self._fifo_dir is not None:  # a wrapped worker leads its own process group
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()

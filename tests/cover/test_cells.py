@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from triton_conformance import Contract, Dim, Mask, Tensor
+from triton_conformance import Contract, Dim, Dropout, Mask, Scalar, Tensor
 from triton_conformance.conformance.cells import (
     PROBED_DTYPES,
     SHAPE_CLASSES,
@@ -28,6 +28,7 @@ HALF_AND_SINGLE = make({"x": Tensor(("M", "N"), dtypes=("float32", "float16", "f
 INTS = make({"x": Tensor(("N",), dtypes=("int32", "int64"))}, {"N": Dim(1, 100)})
 MASKED = make({"x": Tensor(("M", "N")), "mask": Mask(("M", "N"), fully_masked="reject")})
 NONDET = make(deterministic=False)
+STOCHASTIC = make(scalars={"p": Scalar(0.0, 0.9), "seed": Scalar(0, 99, kind="int")}, model=Dropout())
 VECTOR = make({"x": Tensor(("N",))}, {"N": Dim(1, 100)})
 
 
@@ -89,7 +90,7 @@ SKIPS = [
     (PLAIN, "shape:beyond-range", None),
     (PLAIN, "shape:empty", None),
     (NONDET, "determinism", "subject does not claim determinism"),
-    (make(model=object()), "determinism", "stochastic subject"),
+    (STOCHASTIC, "determinism", "stochastic subject"),
     (PLAIN, "determinism", None),
     (PLAIN, "memory", None),
     (PLAIN, "dtype:bfloat16", None),

@@ -3,12 +3,12 @@
     python bench/stochastic.py cost [--repeats 3] [--device interpreter]
     python bench/stochastic.py flakiness --runs 200 [--jobs 8] [--device cuda]
 
-``cost`` times each stochastic cell of ``relu_dropout`` (median of the
+``cost`` times each stochastic cell of the stochastic kernels under test (median of the
 repeats, each with a fresh seed) and prints the elements it launched and the
 plan behind its sample sizes.  The target is under 10 s a cell on a 2-core CPU.
 
-``flakiness`` runs every stochastic cell ``--runs`` times with fresh seeds
-and counts failures.  Each run's false-positive rate is at most the model's
+``flakiness`` runs every stochastic cell of each subject ``--runs`` times
+with fresh seeds and counts failures.  Each run's false-positive rate is at most the model's
 alpha (1e-6, split by Bonferroni over the run's checks), so 200 runs expect
 at most 200 * 1e-6 = 2e-4 false failures.  Every failure prints its seed.
 """
@@ -24,58 +24,71 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUBJECT = "relu_dropout"
+SUBJECTS = {"relu_dropout": "kernels_under_test.dropout",
+            "stochastic_round_bf16": "kernels_under_test.stochastic_rounding"}
 
 
-def _setup(device: str):
+def _setup(device: str, name: str):
     if device == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, ROOT)
-    import kernels_under_test.dropout  # noqa: F401
+    import importlib
+
     from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.cells import cells_for
     from triton_conformance.conformance.subject import get_subject
 
-    subject = get_subject(SUBJECT)
+    importlib.import_module(SUBJECTS[name])
+    subject = get_subject(name)
     cells = [c for c in cells_for(subject.contract) if c.startswith("stochastic:")]
     return subject, cells, current_backend(device)
 
 
-def _runs(device: str, seeds: list[int]) -> list[tuple[int, str, str, str, float, float]]:
+def _runs(device: str, names: list[str], seeds: list[int]) -> list[tuple]:
     from triton_conformance.conformance.stochastic import run_stochastic_cell
 
-    subject, cells, backend = _setup(device)
     rows = []
-    for seed in seeds:
-        for cell in cells:
-            r = run_stochastic_cell(subject, cell, backend=backend, seed=seed)
-            smallest = min((t["p_value"] for t in r.details.get("tests", [])), default=1.0)
-            rows.append((seed, cell, r.outcome, r.message, r.duration_s, smallest))
+    for name in names:
+        subject, cells, backend = _setup(device, name)
+        for seed in seeds:
+            for cell in cells:
+                r = run_stochastic_cell(subject, cell, backend=backend, seed=seed)
+                smallest = min((t["p_value"] for t in r.details.get("tests", [])), default=1.0)
+                rows.append((seed, f"{name}[{cell}]", r.outcome, r.message, r.duration_s, smallest))
     return rows
 
 
 def cost(args) -> int:
-    from triton_conformance.conformance.stochastic import plan_for, run_stochastic_cell
+    from triton_conformance.conformance.stochastic import plan_for
 
-    subject, cells, backend = _setup(args.device)
-    plan = plan_for(subject.contract)
-    print(f"{SUBJECT} on {backend.name}, {os.cpu_count()} CPUs; {plan.describe()}")
-    print("rate trials per level:", {q: n for q, n in plan.rate_trials.items()},
-          f"agreement pairs: {plan.agreement_pairs}")
     worst = 0.0
-    print(f"{'cell':28s} {'median s':>9s} {'max s':>7s} {'elements':>9s} {'tests':>6s}  outcome")
+    for name in args.subjects.split(","):
+        subject, cells, backend = _setup(args.device, name)
+        plan = plan_for(subject.contract)
+        print(f"\n{name} on {backend.name}, {os.cpu_count()} CPUs; {plan.describe()}")
+        print("rate trials per level:", {q: n for q, n in plan.rate_trials.items()},
+              f"agreement pairs: {plan.agreement_pairs}")
+        print(f"{'cell':28s} {'median s':>9s} {'max s':>7s} {'elements':>9s} {'tests':>6s}  outcome")
+        worst = max(worst, _cost_table(subject, cells, backend, args.repeats))
+    print(f"slowest cell (median): {worst:.2f} s; target < 10 s")
+    return 0 if worst < 10 else 1
+
+
+def _cost_table(subject, cells, backend, repeats) -> float:
+    from triton_conformance.conformance.stochastic import run_stochastic_cell
+
+    worst = 0.0
     for cell in cells:
         times, elements, outcomes, tests = [], 0, set(), 0
-        for i in range(args.repeats):
+        for i in range(repeats):
             r = run_stochastic_cell(subject, cell, backend=backend, seed=1000 + i)
             times.append(r.duration_s)
             elements, tests = r.details.get("elements", 0), len(r.details.get("tests", []))
             outcomes.add(r.outcome)
         worst = max(worst, statistics.median(times))
         print(f"{cell:28s} {statistics.median(times):9.2f} {max(times):7.2f} {elements:9d} {tests:6d}  "
-              f"{','.join(sorted(outcomes))}")
-    print(f"slowest cell (median): {worst:.2f} s; target < 10 s")
-    return 0 if worst < 10 else 1
+              f"{','.join(sorted(outcomes))}", flush=True)
+    return worst
 
 
 def flakiness(args) -> int:
@@ -83,17 +96,21 @@ def flakiness(args) -> int:
     seeds = [rng.randrange(2**31) for _ in range(args.runs)]
     chunks = [seeds[i::args.jobs] for i in range(args.jobs)]
     t0 = time.perf_counter()
+    names = args.subjects.split(",")
     if args.jobs == 1:
-        rows = _runs(args.device, seeds)
+        rows = _runs(args.device, names, seeds)
     else:
         with ProcessPoolExecutor(args.jobs) as pool:
-            rows = [row for part in pool.map(_runs, [args.device] * args.jobs, chunks) for row in part]
+            parts = pool.map(_runs, [args.device] * args.jobs, [names] * args.jobs, chunks)
+            rows = [row for part in parts for row in part]
     failures = [r for r in rows if r[2] != "honoured"]
     smallest = min(r[5] for r in rows)
-    print(f"{args.runs} runs x {len(rows) // args.runs} stochastic cells of {SUBJECT} on {args.device}, "
+    print(f"{args.runs} runs x {len(rows) // args.runs} stochastic cells of {', '.join(names)} on {args.device}, "
           f"fresh seeds: {len(failures)} failures in {time.perf_counter() - t0:.0f} s")
     print(f"smallest p-value seen in any test: {smallest:.3g}")
-    print(f"expected false failures at alpha 1e-6 per run: at most {args.runs * 1e-6:.1e}")
+    print(f"expected false failures at alpha 1e-6 per subject and run: at most {args.runs * len(names) * 1e-6:.1e}")
+    slowest = sorted(r[4] for r in rows)
+    print(f"cell seconds: median {statistics.median(slowest):.2f}, max {slowest[-1]:.2f}")
     for seed, cell, outcome, message, *_ in failures:
         print(f"  seed {seed}: {cell} {outcome}: {message[:300]}")
     return 1 if failures else 0
@@ -105,10 +122,12 @@ def main() -> int:
     c = sub.add_parser("cost")
     c.add_argument("--repeats", type=int, default=3)
     c.add_argument("--device", default="interpreter", choices=("interpreter", "cuda"))
+    c.add_argument("--subjects", default=",".join(SUBJECTS))
     f = sub.add_parser("flakiness")
     f.add_argument("--runs", type=int, default=200)
     f.add_argument("--jobs", type=int, default=1)
     f.add_argument("--device", default="interpreter", choices=("interpreter", "cuda"))
+    f.add_argument("--subjects", default=",".join(SUBJECTS))
     args = parser.parse_args()
     return cost(args) if args.command == "cost" else flakiness(args)
 

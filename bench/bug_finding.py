@@ -150,6 +150,8 @@ def main(argv=None) -> int:
     def on_result(task, result, wall):
         kind, tester, subject, seed = task
         status, fields = detection_status(result)
+        if fields.get("seconds") is None and status == "caught":  # a dead or killed child: its wall time
+            fields["seconds"] = round(wall, 3)
         record = {"tester": tester, "subject": subject, "seed": seed, "status": status, "wall_s": round(wall, 3),
                   **fields}
         if kind == "detect":

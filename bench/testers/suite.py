@@ -17,6 +17,20 @@ from triton_conformance.conformance.outcomes import Finding
 __all__ = ["Suite"]
 
 
+def counterexample_dims(ce: dict | None) -> dict[str, int] | None:
+    """The shrunk dims of a cell's counterexample: its ``dims``, else the shape of its first tensor
+    (a statistical cell records the shapes of its last launch)."""
+    if not ce:
+        return None
+    if ce.get("dims"):
+        return {k: int(v) for k, v in ce["dims"].items()}
+    shapes = {n: t["shape"] for n, t in (ce.get("tensors") or {}).items() if isinstance(t, dict) and "shape" in t}
+    shapes = shapes or dict((ce.get("last_launch") or {}).get("shapes") or {})
+    for name, shape in shapes.items():
+        return {f"{name}.shape[{i}]": int(n) for i, n in enumerate(shape)}
+    return None
+
+
 class Suite:
     """run_cell over cells_for(contract) in canonical order; the first failing cell is the detection."""
 
@@ -46,7 +60,7 @@ class Suite:
             for i, cell in enumerate(cells):
                 r = runner.run_cell(subject, cell, backend=backend, profile=profile, seed=seed if randomize else None)
                 if not r.passed:
-                    dims = dict(r.counterexample["dims"]) if r.counterexample else None
+                    dims = counterexample_dims(r.counterexample)
                     return Run(failed=True, case=cell, dims=dims, message=f"{r.outcome}/{r.finding}: {r.message}",
                                seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu0,
                                first_failure_s=first[0][0] if first else None,

@@ -183,3 +183,12 @@ def test_pool_budget_stops_starting_tasks():
     left = run_tasks(["a", "b"], _task, workers=2, timeout=5.0, budget=30.0,
                      on_result=lambda task, result, wall: got.append(task))
     assert sorted(got) == ["a", "b"] and left == []
+
+
+def test_counterexample_dims_of_plain_and_statistical_cells():
+    from bench.testers.suite import counterexample_dims
+
+    assert counterexample_dims({"dims": {"N": 1025, "M": 1}}) == {"N": 1025, "M": 1}
+    stat = {"seed": 0, "last_launch": {"shapes": {"x": [50, 1000]}, "params": {"p": 0.5}}}
+    assert counterexample_dims(stat) == {"x.shape[0]": 50, "x.shape[1]": 1000}
+    assert counterexample_dims(None) is None and counterexample_dims({"seed": 1}) is None

@@ -28,7 +28,8 @@ def _holder(gpus: str, run: str, workers: int = 2) -> tuple[subprocess.Popen, st
 
 @pytest.fixture
 def run_key(tmp_path) -> str:
-    return f"test-{tmp_path.name}"
+    # Unique per test and per session: other pytest sessions on this machine may run these tests too.
+    return f"test-{tmp_path}"
 
 
 def test_each_process_claims_a_different_gpu_and_a_dead_ones_gpu_is_free_again(run_key: str) -> None:

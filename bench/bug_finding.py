@@ -21,6 +21,7 @@ at a time.  Writes ``bug_finding.json`` and ``bug_finding.md`` under ``--out``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -28,6 +29,7 @@ import pkgutil
 import platform
 import random
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,8 +126,14 @@ def main(argv=None) -> int:
         if why:
             print(f"tester {name} unavailable: {why}", flush=True)
 
+    progress_dir = tempfile.mkdtemp(prefix="bug-finding-")
+
+    def progress_file(task) -> str:
+        return os.path.join(progress_dir, "-".join(str(x) for x in task))
+
     def task_fn(task):
         kind, tester, subject, seed = task
+        os.environ["BUG_FINDING_PROGRESS"] = progress_file(task)  # this child only
         run = testers[tester].run(get_subject(subject), seed=seed, device=backend.device,
                                   untestable=backend.untestable, backend=backend, randomize=(kind == "fa"))
         return run.to_dict()
@@ -152,6 +160,9 @@ def main(argv=None) -> int:
         status, fields = detection_status(result)
         if fields.get("seconds") is None and status == "caught":  # a dead or killed child: its wall time
             fields["seconds"] = round(wall, 3)
+        if "died" in result or "timeout" in result:  # place it at the case the child was running
+            with contextlib.suppress(OSError), open(progress_file(task)) as f:
+                fields["case"] = f"{f.read()} ({fields['case']})"
         record = {"tester": tester, "subject": subject, "seed": seed, "status": status, "wall_s": round(wall, 3),
                   **fields}
         if kind == "detect":

@@ -9,6 +9,7 @@ that is the point of comparing them with the suite.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ __all__ = [
     "failure_message",
     "float_dtypes",
     "make_inputs",
+    "note_progress",
     "oracle_check",
     "reference",
     "run_cases",
@@ -63,6 +65,17 @@ class Case:
     check: Callable[[], None] = field(repr=False)
 
 
+PROGRESS_ENV = "BUG_FINDING_PROGRESS"  # a file to hold the cell being run, read if the process dies
+
+
+def note_progress(case: str) -> None:
+    """Record the case about to run, so that a crash of the whole process can still be placed."""
+    path = os.environ.get(PROGRESS_ENV)
+    if path:
+        with open(path, "w") as f:
+            f.write(case)
+
+
 def dims_size(dims: dict[str, int] | None) -> int | None:
     """Size of a counterexample: the product of its dims (None when there is none)."""
     if not dims:
@@ -80,6 +93,7 @@ def run_cases(cases: list[Case], *, stop_at_first: bool = True) -> Run:
     """Run cases in order, as pytest would; any exception fails the case."""
     start, cpu0 = time.perf_counter(), time.process_time()
     for i, case in enumerate(cases):
+        note_progress(case.id)
         try:
             case.check()
         except Exception as exc:  # noqa: BLE001 (a crash on an in-contract input fails the test too)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from bench.testers.common import Run
+from bench.testers.common import Run, note_progress
 from triton_conformance.conformance import runner
 from triton_conformance.conformance.cells import cell_sort_key, cells_for
 from triton_conformance.conformance.outcomes import Finding
@@ -58,6 +58,7 @@ class Suite:
         try:
             cells = sorted(cells_for(subject.contract), key=cell_sort_key)
             for i, cell in enumerate(cells):
+                note_progress(cell)
                 r = runner.run_cell(subject, cell, backend=backend, profile=profile, seed=seed if randomize else None)
                 if not r.passed:
                     dims = counterexample_dims(r.counterexample)

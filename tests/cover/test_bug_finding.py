@@ -192,3 +192,13 @@ def test_counterexample_dims_of_plain_and_statistical_cells():
     stat = {"seed": 0, "last_launch": {"shapes": {"x": [50, 1000]}, "params": {"p": 0.5}}}
     assert counterexample_dims(stat) == {"x.shape[0]": 50, "x.shape[1]": 1000}
     assert counterexample_dims(None) is None and counterexample_dims({"seed": 1}) is None
+
+
+def test_progress_is_noted_where_the_environment_says(tmp_path, monkeypatch):
+    from bench.testers.common import PROGRESS_ENV, note_progress
+
+    note_progress("nowhere")  # unset: nothing is written, nothing fails
+    path = tmp_path / "progress"
+    monkeypatch.setenv(PROGRESS_ENV, str(path))
+    run_cases([Case("first", {"N": 1}, lambda: None), Case("second", {"N": 2}, lambda: None)])
+    assert path.read_text() == "second"

@@ -14,14 +14,13 @@ from triton_conformance import Dim, Dropout, InvalidContract, Scalar, Tensor, re
 from triton_conformance.conformance.cells import cell_sort_key, cells_for
 from triton_conformance.conformance.outcomes import Finding
 from triton_conformance.conformance.stochastic import (
-    AGREEMENT_DEVIATION,
-    RATE_DEVIATION,
-    _lag_pairs,
     check_stochastic_output,
     plan_for,
     replay_stochastic,
     run_stochastic_cell,
 )
+from triton_conformance.conformance.stochastic.designs import lag_pairs
+from triton_conformance.conformance.stochastic.plan import AGREEMENT_DEVIATION, RATE_DEVIATION
 from triton_conformance.oracles.statistics import agreement_expected, binomial_homogeneity, binomial_power
 from triton_conformance.oracles.tolerance import default_bound
 
@@ -141,9 +140,9 @@ def test_plan_splits_alpha_over_every_check_and_sizes_have_the_stated_power():
 def test_lag_pairs_are_disjoint_and_count_agreements():
     events = torch.tensor([1, 0, 1, 0, 1, 1, 1, 1], dtype=torch.bool)
     observable = torch.ones(8, dtype=torch.bool)
-    agree, pairs = _lag_pairs(events, observable, 2)  # pairs (0,2) (1,3) (4,6) (5,7)
+    agree, pairs = lag_pairs(events, observable, 2)  # pairs (0,2) (1,3) (4,6) (5,7)
     assert (agree, pairs) == (4, 4)
-    agree, pairs = _lag_pairs(events, observable, 1)  # (0,1) (2,3) (4,5) (6,7)
+    agree, pairs = lag_pairs(events, observable, 1)  # (0,1) (2,3) (4,5) (6,7)
     assert (agree, pairs) == (2, 4)
 
 

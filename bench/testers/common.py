@@ -176,15 +176,25 @@ def check_count(outs: tuple, refs: tuple) -> None:
 
 
 def oracle_check(subject, dims: dict[str, int], dtype: str, device: str, gen: torch.Generator,
-                 close: Callable[[torch.Tensor, torch.Tensor], None]) -> Callable[[], None]:
-    """A check: fresh random inputs, one call, every output against the float64 oracle cast to its dtype."""
+                 close: Callable[[torch.Tensor, torch.Tensor], None], *,
+                 reference_first: bool = False) -> Callable[[], None]:
+    """A check: fresh random inputs, one call, every output against the float64 oracle cast to its dtype.
+
+    ``reference_first``: compute the reference before calling the kernel (KernelBench's order);
+    otherwise after it (the Triton tutorials' order), where a kernel that overwrites its
+    input also spoils the reference.
+    """
     contract = subject.contract
 
     def check() -> None:
         inputs = make_inputs(contract, dims, dtype, device, gen)
         scalars = scalar_values(contract, gen)
-        outs = outputs_of(subject(**inputs, **scalars))
-        refs = reference(contract, inputs, scalars)
+        if reference_first:
+            refs = reference(contract, inputs, scalars)
+            outs = outputs_of(subject(**inputs, **scalars))
+        else:
+            outs = outputs_of(subject(**inputs, **scalars))
+            refs = reference(contract, inputs, scalars)
         check_count(outs, refs)
         for out, ref in zip(outs, refs):
             out = out.detach().cpu()

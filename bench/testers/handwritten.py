@@ -6,12 +6,14 @@ contiguous ``randn`` inputs; they differ in shapes, dtypes and tolerance:
 
 - ``fixed``: KernelBench's correctness check, 5 trials of fresh random inputs
   at one moderate shape (each dim ``2**round(14 / ndims)``, clamped into its
-  range), float32 where claimed, ``torch.allclose(atol=1e-2, rtol=1e-2)``.
+  range), float32 where claimed, ``torch.allclose(atol=1e-2, rtol=1e-2)``,
+  the reference computed before the kernel runs, as KernelBench does.
 - ``grid``: a Triton-tutorial-style ``@pytest.mark.parametrize`` grid: 4 shapes
   (about 2**10, 2**12 and 2**14 elements, all dims powers of two, and one of odd
   sizes ``1.5 * 2**round(12 / ndims) + 1``) x every claimed float dtype,
   ``torch.testing.assert_close`` (its defaults for fp32, ``atol=rtol=1e-2``
-  for fp16/bf16 as the tutorials do).
+  for fp16/bf16 as the tutorials do), the kernel called before the reference
+  as in the tutorials.
 - ``gpucheck``: gpucheck 0.1.0 used as its README shows: its ``EDGE_SHAPES``
   (those of the subject's rank) and ``fuzz_shapes(ndim, max_size=512, n=16,
   seed)`` x every claimed float dtype, with its dtype-aware ``assert_close``
@@ -69,6 +71,7 @@ class _HandWritten:
 
     name = ""
     handles_stochastic = True
+    reference_first = False  # the tutorials call the kernel, then the reference
 
     def unavailable(self) -> str | None:
         return None
@@ -94,11 +97,14 @@ class _HandWritten:
     def cases(self, subject, *, seed: int, device: str, untestable: dict[str, str]) -> list[Case]:
         contract = subject.contract
         gen = torch.Generator().manual_seed(seed)
-        build = dropout_check if contract.model is not None else oracle_check
         cases = []
         for dims in self.shapes(contract, seed):
             for dtype in self.dtypes(contract, untestable):
-                check = build(subject, dims, dtype, device, gen, self.close(subject, dims))
+                if contract.model is not None:
+                    check = dropout_check(subject, dims, dtype, device, gen, self.close(subject, dims))
+                else:
+                    check = oracle_check(subject, dims, dtype, device, gen, self.close(subject, dims),
+                                         reference_first=self.reference_first)
                 cases.append(Case(_case_id(dims, dtype), dims, check))
         return cases
 
@@ -120,6 +126,7 @@ class FixedShape(_HandWritten):
 
     name = "fixed"
     trials = 5
+    reference_first = True  # KernelBench runs the reference model, then the new one
 
     def shapes(self, contract, seed):
         n = moderate_size(len(contract.dims))

@@ -202,3 +202,14 @@ def test_progress_is_noted_where_the_environment_says(tmp_path, monkeypatch):
     monkeypatch.setenv(PROGRESS_ENV, str(path))
     run_cases([Case("first", {"N": 1}, lambda: None), Case("second", {"N": 2}, lambda: None)])
     assert path.read_text() == "second"
+
+
+def test_kernelbench_order_misses_a_mutated_input_the_tutorial_order_sees(subjects):
+    importlib.import_module("kernels_under_test.softmax")
+    importlib.import_module("tests.zoo.zoo_softmax")
+    bug = subjects("zoo_softmax_input_as_scratch")  # right output, but x is overwritten with exp(x - max)
+    fixed = FixedShape()
+    fixed.trials = 1
+    assert not fixed.run(bug, seed=0, device="cpu", untestable=UNTESTABLE).failed
+    grid = TutorialGrid().run(bug, seed=0, device="cpu", untestable={"bfloat16": "slow", "float16": "slow"})
+    assert grid.failed and grid.case.endswith("float32")

@@ -50,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="seconds after which no new task starts (e.g. under a 600 s limit); the rest is 'not run'")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before a task is killed")
     parser.add_argument("--gpucheck-site", default=None, help="a pip --target directory holding gpucheck 0.1.0")
+    parser.add_argument("--from-json", default=None,
+                        help="recompute the summary and tables of an earlier bug_finding.json (runs nothing)")
     parser.add_argument("--out", default=None, help="directory for bug_finding.json and bug_finding.md")
     args = parser.parse_args(argv)
     for name in ("runs", "workers"):
@@ -102,6 +104,8 @@ def main(argv=None) -> int:
     from triton_conformance import get_subject
     from triton_conformance.conformance.cells import skip_reason
 
+    if args.from_json:
+        return resummarize(args)
     testers = {name: make_tester(name) for name in args.testers.split(",") if name}
     unknown = sorted(set(args.runs_for) - set(testers))
     if unknown:
@@ -199,14 +203,35 @@ def main(argv=None) -> int:
         "summaries": summaries, "detections": detections, "false_alarm_runs": alarms,
     }
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "bug_finding.json"), "w") as f:
-            json.dump(doc, f, indent=1, default=str)
-        with open(os.path.join(args.out, "bug_finding.md"), "w") as f:
-            f.write(f"`{doc['command']}` on {doc['machine']['platform']}, {doc['machine']['cpus']} CPUs, "
-                    f"wall {wall:.0f} s\n\n{tables}\n")
+        write(doc, tables, args.out)
     errors = sum(s["errors"] for s in summaries)
     return 1 if errors else 0
+
+
+def resummarize(args) -> int:
+    """Recompute the summaries and tables of an earlier run's JSON (the records are kept as they are)."""
+    from bench.testers.report import bug_table, summary_table
+    from bench.testers.summary import summarize
+
+    with open(args.from_json) as f:
+        doc = json.load(f)
+    testers = [s["tester"] for s in doc["summaries"]]
+    unavailable = {s["tester"]: s["unavailable"] for s in doc["summaries"]}
+    doc["summaries"] = [summarize(t, doc["detections"], doc["false_alarm_runs"], unavailable[t]) for t in testers]
+    tables = summary_table(doc["summaries"]) + "\n\n" + bug_table(doc["detections"], testers)
+    print(tables)
+    if args.out:
+        write(doc, tables, args.out)
+    return 0
+
+
+def write(doc: dict, tables: str, out: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "bug_finding.json"), "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    with open(os.path.join(out, "bug_finding.md"), "w") as f:
+        f.write(f"`{doc['command']}` on {doc['machine']['platform']}, {doc['machine']['cpus']} CPUs, "
+                f"wall {doc['wall_s']:.0f} s\n\n{tables}\n")
 
 
 def _versions() -> dict[str, str]:

@@ -39,7 +39,7 @@ def summarize(tester: str, detections: list[dict[str, Any]], alarms: list[dict[s
     """One tester's row: recall (over all bugs, and over those detectable on this backend),
     false alarms over the correct-kernel runs, median/max time to detect, serial seconds."""
     mine = [d for d in detections if d["tester"] == tester]
-    runs = [a for a in alarms if a["tester"] == tester]
+    runs = [a for a in alarms if a["tester"] == tester and a["status"] != "skipped"]  # runs that tested something
     caught = [d for d in mine if d["status"] == CAUGHT]
     detectable = [d for d in mine if d.get("detectable", True)]
     caught_detectable = [d for d in detectable if d["status"] == CAUGHT]

@@ -162,7 +162,8 @@ def test_summary_maths():
                   {**det("a", "caught", 0.1), "tester": "other"}]
     alarms = [{"tester": "t", "subject": "add", "seed": 7, "status": "caught", "case": "x", "wall_s": 1.5},
               {"tester": "t", "subject": "add", "seed": 8, "status": "missed", "wall_s": 1.5},
-              {"tester": "other", "subject": "add", "seed": 9, "status": "caught", "wall_s": 1.0}]
+              {"tester": "other", "subject": "add", "seed": 9, "status": "caught", "wall_s": 1.0},
+              {"tester": "t", "subject": "rounding", "seed": 9, "status": "skipped", "wall_s": 0.0}]
     s = summarize("t", detections, alarms)
     assert (s["bugs"], s["caught"], s["skipped"], s["detectable"]) == (6, 3, 1, 5)
     assert s["recall"] == pytest.approx(3 / 6) and s["recall_detectable"] == pytest.approx(3 / 5)

@@ -44,10 +44,15 @@ def _setup(device: str, name: str):
     return subject, cells, current_backend(device)
 
 
-def _runs(device: str, names: list[str], seeds: list[int]) -> list[tuple]:
+def _runs(device: str, names: list[str], seeds: list[int], threads: int = 0) -> list[tuple]:
+    if threads:  # one torch thread pool per job, or the jobs' pools fight over the cores
+        import torch
+
+        torch.set_num_threads(threads)
     from triton_conformance.conformance.stochastic import run_stochastic_cell
 
     rows = []
+    t0 = time.perf_counter()
     for name in names:
         subject, cells, backend = _setup(device, name)
         for seed in seeds:
@@ -55,6 +60,7 @@ def _runs(device: str, names: list[str], seeds: list[int]) -> list[tuple]:
                 r = run_stochastic_cell(subject, cell, backend=backend, seed=seed)
                 smallest = min((t["p_value"] for t in r.details.get("tests", [])), default=1.0)
                 rows.append((seed, f"{name}[{cell}]", r.outcome, r.message, r.duration_s, smallest))
+    print(f"job of {len(seeds)} seeds done in {time.perf_counter() - t0:.0f} s", flush=True)
     return rows
 
 
@@ -100,8 +106,11 @@ def flakiness(args) -> int:
     if args.jobs == 1:
         rows = _runs(args.device, names, seeds)
     else:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            parts = pool.map(_runs, [args.device] * args.jobs, [names] * args.jobs, chunks)
+        import multiprocessing
+
+        threads = max(1, (os.cpu_count() or 1) // args.jobs)
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = pool.map(_runs, [args.device] * args.jobs, [names] * args.jobs, chunks, [threads] * args.jobs)
             rows = [row for part in parts for row in part]
     failures = [r for r in rows if r[2] != "honoured"]
     smallest = min(r[5] for r in rows)

@@ -30,7 +30,7 @@ run_step() {  # name limit command...
 for step in "$@"; do
     case $step in
         nightly1) CUDA_VISIBLE_DEVICES=0 run_step nightly1 300 python3 -m triton_conformance.cli nightly \
-                      --gpus 0 --results "$L/nightly1/results.json" ;;
+                      --gpus 1 --results "$L/nightly1/results.json" ;;
         nightly2) run_step nightly2 250 python3 -m triton_conformance.cli nightly --results "$L/nightly2/results.json" ;;
         side) ( export CUDA_VISIBLE_DEVICES=1
                 run_step large_index 150 python3 bench/gpu/large_index.py --devices cuda --out "$L/large_index"

@@ -238,3 +238,21 @@ def test_the_terminal_summary_lists_compilations_per_subject_only_when_counted()
     assert compile_lines(counted)[1] in matrix_lines(counted)
     interpreted = [CellResult(subject="add", family="add", cell="layout:contiguous", outcome="honoured")]
     assert compile_lines(interpreted) == [] and not any("compilations" in x for x in matrix_lines(interpreted))
+
+
+def test_a_cell_stops_paying_for_discards_once_the_budget_is_spent():
+    from triton_conformance import Dim, Tensor, register
+    from triton_conformance.conformance.compiles import BudgetExhausted
+    from triton_conformance.conformance.runner import MAX_DISCARDS, run_cell
+
+    calls = []
+
+    def always_needs_a_new_kernel(x):
+        calls.append(1)
+        raise BudgetExhausted("needs_new_kernels", 16, "kernel")
+
+    subject = register(always_needs_a_new_kernel, name="needs_new_kernels", inputs={"x": Tensor(("N",))},
+                       dims={"N": Dim(1, 64)}, oracle=lambda x: x * 1.0)
+    result = run_cell(subject, "layout:contiguous", profile="ci", max_examples=100)
+    assert result.outcome == "skipped" and "compile budget" in result.message
+    assert len(calls) == MAX_DISCARDS  # then every further draw is rejected without building inputs

@@ -49,7 +49,10 @@ def parse_gpus(text: str, *, where: str = "--conformance-gpus") -> list[str]:
     if not text:
         raise ConformanceUsageError(f"{where}={text!r}, expected a count or a comma-separated list of GPU ids")
     if "," not in text and text.isdigit():
-        return [str(i) for i in range(int(text))] or _bad(where, text)
+        if int(text) == 0:
+            raise ConformanceUsageError(f"{where}={text!r}: a single number is a count of GPUs; for GPU 0 alone "
+                                        "give --gpus=1 (the first visible GPU) or set CUDA_VISIBLE_DEVICES=0")
+        return [str(i) for i in range(int(text))]
     gpus = [g.strip() for g in text.split(",")]
     if any(not g or not re.fullmatch(r"[\w.:-]+", g) for g in gpus) or len(set(gpus)) != len(gpus):
         _bad(where, text)

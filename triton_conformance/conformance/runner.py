@@ -46,6 +46,10 @@ PROFILES = {
                 "database": ".conformance/examples", "compile_budget": 16},
 }
 BUDGET_ENV = "CONFORMANCE_COMPILES"
+# Once a cell has discarded this many examples (plus three per example it ran) for
+# want of compile budget, it rejects the rest unseen: each discard builds inputs and
+# starts a launch, and Hypothesis would otherwise draw up to ten times max_examples.
+MAX_DISCARDS = 20
 
 
 def resolve_compile_budget(profile: str, override: int | str | None = None) -> int | None:
@@ -217,6 +221,8 @@ def run_cell(
     counts: Counter[str] = Counter()
 
     def probe(spec: Spec) -> None:
+        if counts[DISCARDED] >= MAX_DISCARDS + 3 * sum(n for k, n in counts.items() if k != DISCARDED):
+            reject()  # the budget is spent on kernels this cell keeps asking for: stop paying to find out
         if on_example is not None:
             on_example(spec)
         try:

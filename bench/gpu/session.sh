@@ -17,11 +17,11 @@ mkdir -p "$L"
 T0=$(date +%s)
 
 note() { echo "$*" | tee -a "$OUT/summary.txt"; }
-run_step() {  # name limit command...
+run_step() {  # name limit command...  (SIGINT at the limit, so pytest still writes what it has)
     local name=$1 limit=$2; shift 2
     local start; start=$(date +%s)
     note "== $name (limit ${limit}s, at +$((start - T0))s): $*"
-    timeout --kill-after=10 "$limit" "$@" > "$L/$name.log" 2>&1
+    timeout -s INT --kill-after=30 "$limit" "$@" > "$L/$name.log" 2>&1
     local rc=$?
     note "   $name: rc=$rc in $(( $(date +%s) - start ))s"
     tail -n "${TAIL:-60}" "$L/$name.log" >> "$OUT/summary.txt"
@@ -29,17 +29,24 @@ run_step() {  # name limit command...
 
 for step in "$@"; do
     case $step in
-        nightly1) CUDA_VISIBLE_DEVICES=0 run_step nightly1 300 python3 -m triton_conformance.cli nightly \
-                      --gpus 1 --results "$L/nightly1/results.json" ;;
-        nightly2) run_step nightly2 250 python3 -m triton_conformance.cli nightly --results "$L/nightly2/results.json" ;;
+        nightly1) CUDA_VISIBLE_DEVICES=0 run_step nightly1 "${N1_LIMIT:-230}" python3 -m triton_conformance.cli \
+                      nightly --gpus 1 --results "$L/nightly1/results.json" ;;
+        nightly2) run_step nightly2 "${N2_LIMIT:-250}" python3 -m triton_conformance.cli nightly \
+                      --results "$L/nightly2/results.json" ;;
         side) ( export CUDA_VISIBLE_DEVICES=1
                 run_step large_index 150 python3 bench/gpu/large_index.py --devices cuda --out "$L/large_index"
                 run_step flakiness 240 python3 bench/stochastic.py flakiness --runs 200 --jobs 8 --device cuda
                 run_step stochastic_cost 90 python3 bench/stochastic.py cost --device cuda --repeats 3 ) ;;
+        side2) ( export CUDA_VISIBLE_DEVICES=1
+                 run_step flakiness 120 python3 bench/stochastic.py flakiness --runs 200 --jobs 8 --device cuda
+                 run_step sanitizer 130 python3 bench/gpu/nightly_hazards.py --step sanitizer --out "$L"
+                 run_step bugfinding 250 python3 bench/bug_finding.py --device cuda --runs 3 --workers 6 \
+                     --budget 190 --timeout 100 --gpucheck-site .gpucheck-site --out "$L/bug_finding" ) ;;
         side_bg) PACK=0 bash "$0" side & SIDE_PID=$! ;;
+        side2_bg) PACK=0 bash "$0" side2 & SIDE_PID=$! ;;
         wait_side) wait "${SIDE_PID:-0}" 2>/dev/null ;;
-        hazards) run_step hazards 420 python3 bench/gpu/nightly_hazards.py --step isolation \
-                      --cells "layout:contiguous or memory" --out "$L" ;;
+        hazards) run_step hazards "${HZ_LIMIT:-200}" python3 bench/gpu/nightly_hazards.py --step isolation \
+                      --cells "${HZ_CELLS:-layout:contiguous}" --timeout 20 --out "$L" ;;
         sanitizer) run_step sanitizer 240 python3 bench/gpu/nightly_hazards.py --step sanitizer --out "$L" ;;
         zoo) run_step zoo 300 python3 bench/zoo_check.py --device cuda ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;

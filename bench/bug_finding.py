@@ -211,10 +211,13 @@ def main(argv=None) -> int:
 def resummarize(args) -> int:
     """Recompute the summaries and tables of an earlier run's JSON (the records are kept as they are)."""
     from bench.testers.report import bug_table, summary_table
-    from bench.testers.summary import summarize
+    from bench.testers.summary import TIMEOUT, TIMEOUT_MESSAGE, summarize
 
     with open(args.from_json) as f:
         doc = json.load(f)
+    for record in doc["detections"] + doc["false_alarm_runs"]:  # older runs counted a timeout as caught
+        if record.get("message") == TIMEOUT_MESSAGE:
+            record["status"] = TIMEOUT
     testers = [s["tester"] for s in doc["summaries"]]
     unavailable = {s["tester"]: s["unavailable"] for s in doc["summaries"]}
     doc["summaries"] = [summarize(t, doc["detections"], doc["false_alarm_runs"], unavailable[t]) for t in testers]

@@ -47,6 +47,8 @@ def _cell(d: dict[str, Any] | None) -> str:
         return "skipped"
     if d["status"] == "error":
         return "harness error"
+    if d["status"] == "timeout":
+        return f"timeout ({_s(d.get('seconds'))} s, at {d.get('case')})"
     return f"missed ({_s(d.get('seconds'))} s)"
 
 

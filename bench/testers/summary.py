@@ -8,19 +8,22 @@ from typing import Any
 __all__ = ["detection_status", "summarize"]
 
 CAUGHT = "caught"
+TIMEOUT = "timeout"
+TIMEOUT_MESSAGE = "killed after the timeout"
 
 
 def detection_status(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The status of one (tester, bug) task from its worker's answer, and the fields to record.
 
-    caught / missed / skipped (the tester cannot test this subject) / error (the
-    harness failed).  A child that died or hung counts as caught: under pytest the
-    process would have crashed or timed out, which CI reports.
+    caught / missed / skipped (the tester cannot test this subject) / timeout (the
+    harness killed it) / error (the harness failed).  A child that died counts as
+    caught: under pytest the process would have crashed, which CI reports.  A
+    timeout is not a detection: nothing failed before the harness gave up.
     """
     if "died" in result:
         return CAUGHT, {"case": "process died", "message": f"worker died, exit code {result['died']}"}
     if "timeout" in result:
-        return CAUGHT, {"case": "timeout", "seconds": result["timeout"], "message": "killed after the timeout"}
+        return TIMEOUT, {"case": "timeout", "seconds": result["timeout"], "message": TIMEOUT_MESSAGE}
     if "error" in result:
         return "error", {"message": result["error"]}
     if result.get("skipped"):
@@ -55,6 +58,7 @@ def summarize(tester: str, detections: list[dict[str, Any]], alarms: list[dict[s
         "bugs": len(mine),
         "caught": len(caught),
         "skipped": sum(d["status"] == "skipped" for d in mine),
+        "timeouts": sum(d["status"] == TIMEOUT for d in mine) + sum(a["status"] == TIMEOUT for a in runs),
         "errors": sum(d["status"] == "error" for d in mine) + sum(a["status"] == "error" for a in runs),
         "recall": len(caught) / len(mine) if mine else None,
         "detectable": len(detectable),

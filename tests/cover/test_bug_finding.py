@@ -144,7 +144,8 @@ def test_pool_survives_dying_and_hanging_tasks():
 
 def test_detection_status():
     assert detection_status({"died": -11})[0] == "caught"
-    assert detection_status({"timeout": 600.0})[1]["case"] == "timeout"
+    assert detection_status({"timeout": 600.0}) == ("timeout", {"case": "timeout", "seconds": 600.0,
+                                                               "message": "killed after the timeout"})
     assert detection_status({"error": "KeyError: x"}) == ("error", {"message": "KeyError: x"})
     assert detection_status({"failed": False, "skipped": "stochastic"})[0] == "skipped"
     status, fields = detection_status({"failed": True, "case": "shape:tiny", "dims": {"N": 2}, "size": 2,

@@ -17,13 +17,14 @@ def _s(x: float | None) -> str:
 
 def summary_table(summaries: list[dict[str, Any]]) -> str:
     lines = [("| tester | bugs caught | recall (detectable here) | false alarms (runs) | median / max s to detect "
-             "| serial s (detect + false alarms) |"),
+              "(CPU s) | median / max s to verdict (shrunk) | serial s (detect + false alarms; CPU s) |"),
              "|---|---|---|---|---|---|---|"]
     for s in summaries:
         if s["unavailable"]:
             lines.append(f"| {s['tester']} | unavailable: {s['unavailable']} | | | | | |")
             continue
         skipped = f" ({s['skipped']} skipped)" if s["skipped"] else ""
+        skipped += f" ({s['timeouts']} timed out)" if s.get("timeouts") else ""
         lines.append(
             f"| {s['tester']} | {s['caught']}/{s['bugs']}{skipped} | {_pct(s['recall_detectable'])} "
             f"({s['detectable']} detectable) | {s['false_alarms']} ({s['runs']}) | "

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/bug_finding.py --out bench/results/cpu-2026-11-30 [--workers 2]
     PYTHONPATH=. python bench/bug_finding.py --testers fixed,suite --bugs softmax --runs 2
-    PYTHONPATH=. python bench/bug_finding.py --device cuda --workers 4 --out $OUT/bug_finding
+    PYTHONPATH=.:/tmp/site python3 bench/bug_finding.py --device cuda --workers 8 --budget 420 --out $OUT/bug_finding
 
 Testers (bench/testers/): ``fixed`` (KernelBench-style: 5 random trials at one
 moderate shape), ``grid`` (a tutorial-style parametrize grid), ``gpucheck``

@@ -72,7 +72,12 @@ def test_parse_gpus(text: str, gpus: list[str]) -> None:
     assert parse_gpus(text) == gpus
 
 
-@pytest.mark.parametrize("text", ["", "0", "0,0", "0,,1", "a b"])
+def test_a_lone_zero_names_gpu_0_since_no_run_has_zero_gpus() -> None:
+    # found on the H200: the CLI passes --gpus 1 on as the id list "0"
+    assert parse_gpus("0") == ["0"] and parse_gpus("1") == ["0"]
+
+
+@pytest.mark.parametrize("text", ["", "0,0", "0,,1", "a b"])
 def test_parse_gpus_rejects_with_the_option_named(text: str) -> None:
     with pytest.raises(ConformanceUsageError, match=r"--conformance-gpus="):
         parse_gpus(text)

@@ -1,6 +1,6 @@
 """A kernel that cannot be compiled for the device: its tile needs more shared memory than an SM has.
 
-It multiplies a 512 x 512 fp16 tile by its transpose, as a naive attention
+It multiplies a 256 x 256 fp32 tile by its transpose, as a naive attention
 kernel does with K/V once they no longer fit one tile; on an H200 Triton
 raises ``OutOfResources`` ("out of resource: shared memory, Required: ...,
 Hardware limit: 232448").  The interpreter compiles nothing and has no
@@ -22,7 +22,7 @@ import triton.language as tl
 from tests.hazards._contract import HAZARD_CONTRACT, check_hazard_args
 from triton_conformance import subject
 
-TILE = 512
+TILE = 256
 H200_SHARED_MEMORY = 232448  # bytes per block, as Triton reports the hardware limit
 NO_LIMIT = 1 << 40
 
@@ -39,13 +39,13 @@ def big_tile_kernel(
     TILE: tl.constexpr,  # Tile edge: TILE x TILE operands (the hazard)
     SHARED_LIMIT: tl.constexpr,  # Bytes of shared memory the interpreter pretends to have
 ):
-    # Two fp16 TILE x TILE operands of the dot would sit in shared memory.
-    tl.static_assert(2 * TILE * TILE * 2 <= SHARED_LIMIT, "tile operands exceed shared memory")
+    # Two fp32 TILE x TILE operands of the dot would sit in shared memory.
+    tl.static_assert(2 * TILE * TILE * 4 <= SHARED_LIMIT, "tile operands exceed shared memory")
     n_elements = tl.load(n_ptr)
     rows = tl.arange(0, TILE)
     cols = tl.arange(0, TILE)
     mask = (rows[:, None] >= 0) & (cols[None, :] < n_elements)
-    a = tl.load(x_ptr + rows[:, None] * 0 + cols[None, :], mask=mask, other=0.0).to(tl.float16)
+    a = tl.load(x_ptr + rows[:, None] * 0 + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     c = tl.dot(a, tl.trans(a))  # HAZARD: TILE x TILE operands, far beyond shared memory
     x = tl.load(x_ptr + cols, mask=cols < n_elements, other=0.0)
     tl.store(out_ptr + cols, x * 2 + 0.0 * tl.sum(c, axis=0), mask=cols < n_elements)
@@ -56,7 +56,7 @@ def big_tile_kernel(
 # --------
 
 
-@subject(**HAZARD_CONTRACT, name="hazard_compile", xfail="hazard: a 512 x 512 tile exceeds shared memory")
+@subject(**HAZARD_CONTRACT, name="hazard_compile", xfail="hazard: a 256 x 256 fp32 tile exceeds shared memory")
 def hazard_compile(x):
     check_hazard_args(x, "hazard_compile")
     n = x.shape[0]

@@ -44,15 +44,14 @@ class Claim:
 
 
 def parse_gpus(text: str, *, where: str = "--conformance-gpus") -> list[str]:
-    """A comma-separated list of device ids or UUIDs (``0,1`` / ``GPU-...``), or a count (``4`` means 0..3)."""
+    """A comma-separated list of device ids or UUIDs (``0,1`` / ``GPU-...``), or a count (``4`` means 0..3;
+    ``0`` means GPU 0)."""
     text = (text or "").strip()
     if not text:
         raise ConformanceUsageError(f"{where}={text!r}, expected a count or a comma-separated list of GPU ids")
     if "," not in text and text.isdigit():
-        if int(text) == 0:
-            raise ConformanceUsageError(f"{where}={text!r}: a single number is a count of GPUs; for GPU 0 alone "
-                                        "give --gpus=1 (the first visible GPU) or set CUDA_VISIBLE_DEVICES=0")
-        return [str(i) for i in range(int(text))]
+        # A count; "0" cannot be one, so it names GPU 0 (the CLI hands single ids on this way).
+        return [str(i) for i in range(int(text))] if int(text) else ["0"]
     gpus = [g.strip() for g in text.split(",")]
     if any(not g or not re.fullmatch(r"[\w.:-]+", g) for g in gpus) or len(set(gpus)) != len(gpus):
         _bad(where, text)

@@ -42,7 +42,7 @@ PROFILES = {
             "compile_budget": None},
     "ci": {"max_examples": 10, "derandomize": True, "max_elements": 1 << 12, "max_outer": 16,
            "compile_budget": None},
-    "nightly": {"max_examples": 150, "derandomize": False, "max_elements": 1 << 18, "max_outer": 512,
+    "nightly": {"max_examples": 30, "derandomize": False, "max_elements": 1 << 18, "max_outer": 512,
                 "database": ".conformance/examples", "compile_budget": 16},
 }
 BUDGET_ENV = "CONFORMANCE_COMPILES"

@@ -23,7 +23,7 @@ ROW_WIDTH = 1000  # not a power of two, so rows and blocks do not line up
 POSITIVE_FRACTION = 0.75
 VALUES_LEVELS = (0.1, 0.5, 0.9)
 VALUES_ELEMENTS = 20_000
-# The largest examples-per-cell of any profile: per-example rate tests are
+# At least the examples-per-cell of any profile: per-example rate tests are
 # counted as if every ordinary cell ran this many, so the split is safe for all.
 MAX_EXAMPLES_PER_CELL = 150
 _CHECKS_PER_CELL = {"seeds": 3, "independence": len(FLAT_LAGS) + len(ROW_LAGS) + 5}

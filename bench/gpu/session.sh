@@ -30,9 +30,9 @@ run_step() {  # name limit command...  (SIGINT at the limit, so pytest still wri
 for step in "$@"; do
     case $step in
         nightly1) CUDA_VISIBLE_DEVICES=0 run_step nightly1 "${N1_LIMIT:-230}" python3 -m triton_conformance.cli \
-                      nightly --gpus 1 --results "$L/nightly1/results.json" ;;
+                      nightly --gpus 1 --seed 7 --results "$L/nightly1/results.json" ;;
         nightly2) run_step nightly2 "${N2_LIMIT:-250}" python3 -m triton_conformance.cli nightly \
-                      --results "$L/nightly2/results.json" ;;
+                      --seed 7 --results "$L/nightly2/results.json" ;;
         side) ( export CUDA_VISIBLE_DEVICES=1
                 run_step large_index 150 python3 bench/gpu/large_index.py --devices cuda --out "$L/large_index"
                 run_step flakiness 240 python3 bench/stochastic.py flakiness --runs 200 --jobs 8 --device cuda
@@ -42,6 +42,9 @@ for step in "$@"; do
                  run_step sanitizer 130 python3 bench/gpu/nightly_hazards.py --step sanitizer --out "$L"
                  run_step bugfinding 250 python3 bench/bug_finding.py --device cuda --runs 3 --workers 6 \
                      --budget 190 --timeout 100 --gpucheck-site .gpucheck-site --out "$L/bug_finding" ) ;;
+        hazards_bg) ( export CUDA_VISIBLE_DEVICES=1
+                      run_step hazards "${HZ_LIMIT:-200}" python3 bench/gpu/nightly_hazards.py --step isolation \
+                          --cells "${HZ_CELLS:-layout:contiguous}" --timeout 45 --out "$L" ) & SIDE_PID=$! ;;
         side_bg) PACK=0 bash "$0" side & SIDE_PID=$! ;;
         side2_bg) PACK=0 bash "$0" side2 & SIDE_PID=$! ;;
         wait_side) wait "${SIDE_PID:-0}" 2>/dev/null ;;

@@ -32,6 +32,7 @@ from triton_conformance.conformance.stochastic.designs import DESIGNS, STATISTIC
 from triton_conformance.conformance.stochastic.experiment import (
     DesignFailure,
     Experiment,
+    at,
     bernoulli_test,
     probabilities,
 )
@@ -148,7 +149,7 @@ def check_stochastic_output(subject, out, ref, scalars: dict, bound):
     k, n = events.counts()
     if n:
         alpha = example_alpha(subject.contract)
-        test = bernoulli_test(k, probabilities(events)[events.observable], "event rate in this example")
+        test = bernoulli_test(k, n, at(probabilities(events), events.observable), "event rate in this example")
         if test.rejects(alpha):
             return Finding("wrong", "rate-mismatch", f"{test.describe()} < alpha {alpha:.3g}",
                            {"p_value": test.p_value, "statistic": test.statistic, "expected": test.expected, "n": n})

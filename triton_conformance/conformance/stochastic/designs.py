@@ -9,7 +9,9 @@ from triton_conformance.conformance.stochastic.experiment import (
     DesignFailure,
     Experiment,
     agree_probability,
+    at,
     bernoulli_test,
+    flat,
     probabilities,
     require_valid,
 )
@@ -36,11 +38,12 @@ def _rate(exp: Experiment, plan: Plan, tests: list[StatResult], series: list[dic
 
     for q in levels(exp.contract):
         k, n, draws = exp.collect(q, plan.rate_trials[q], positive=1.0)
-        probs = torch.cat([probabilities(d.events)[d.events.observable] for d in draws])
+        parts = [at(probabilities(d.events), d.events.observable) for d in draws]
+        probs = parts[0] if isinstance(parts[0], float) else torch.cat(parts)
         what = "event rate" if q is None else f"event rate at {exp.model.probability_name}={q:g}"
-        tests.append(bernoulli_test(k, probs, what))
-        x = 0.5 if q is None else q
-        series.append({"x": x, "y": k / n - float(probs.mean()),
+        tests.append(bernoulli_test(k, n, probs, what))
+        expected = probs if isinstance(probs, float) else float(probs.mean())
+        series.append({"x": 0.5 if q is None else q, "y": k / n - expected,
                        "outcome": "wrong" if tests[-1].rejects(plan.alpha_check) else "ok"})
 
 
@@ -99,12 +102,13 @@ def _agreement(a, b, description: str, shift: int = 0) -> StatResult:
     ea, eb = a.events, b.events
     oa, ob = ea.observable.reshape(-1), eb.observable.reshape(-1)
     xa, xb = ea.event.reshape(-1), eb.event.reshape(-1)
-    pa, pb = probabilities(ea).reshape(-1), probabilities(eb).reshape(-1)
+    pa, pb = flat(probabilities(ea)), flat(probabilities(eb))
     if shift:  # a's element i + shift against b's element i: b's stream is a's, moved along
-        oa, ob, xa, xb, pa, pb = oa[shift:], ob[:-shift], xa[shift:], xb[:-shift], pa[shift:], pb[:-shift]
+        oa, ob, xa, xb = oa[shift:], ob[:-shift], xa[shift:], xb[:-shift]
+        pa, pb = at(pa, slice(shift, None)), at(pb, slice(None, -shift))
     both = oa & ob
     agree = int(((xa == xb) & both).sum())
-    return bernoulli_test(agree, agree_probability(pa, pb)[both], description)
+    return bernoulli_test(agree, int(both.sum()), at(agree_probability(pa, pb), both), description)
 
 
 def _seeds(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
@@ -126,7 +130,7 @@ def _seeds(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
 
 def lag_pairs(flat_event, flat_obs, lag: int, flat_prob=None):
     """Disjoint pairs (i, i + lag), each run of 2*lag elements pairing its halves:
-    (agreements, pairs), and with ``flat_prob`` also each observed pair's P(agree)."""
+    (agreements, pairs), and with ``flat_prob`` also P(agree): one float, or each observed pair's."""
     whole = flat_event.numel() // (2 * lag) * (2 * lag)
     events = flat_event[:whole].reshape(-1, 2, lag)
     observed = flat_obs[:whole].reshape(-1, 2, lag)
@@ -134,6 +138,8 @@ def lag_pairs(flat_event, flat_obs, lag: int, flat_prob=None):
     agree = (events[:, 0] == events[:, 1]) & both
     if flat_prob is None:
         return int(agree.sum()), int(both.sum())
+    if isinstance(flat_prob, float):
+        return int(agree.sum()), int(both.sum()), agree_probability(flat_prob, flat_prob)
     probs = flat_prob[:whole].reshape(-1, 2, lag)
     return int(agree.sum()), int(both.sum()), agree_probability(probs[:, 0], probs[:, 1])[both]
 
@@ -152,14 +158,15 @@ def _independence(exp: Experiment, plan: Plan, tests: list, series: list) -> Non
     ev, obs = draw.events.event, draw.events.observable
     width = ev.shape[-1] if ev.dim() > 1 else ev.numel()
     flat_e, flat_o = ev.reshape(-1), obs.reshape(-1)
-    flat_p = probabilities(draw.events).reshape(-1)
+    flat_p = flat(probabilities(draw.events))
     lags = [(f"elements {lag} apart", lag) for lag in FLAT_LAGS if 2 * lag < flat_e.numel()]
     rows = flat_e.numel() // width if ev.dim() > 1 else 1
     lags += [(f"rows {k} apart", k * width) for k in ROW_LAGS if 2 * k < rows]
     for what, lag in lags:
         agree, pairs, expected = lag_pairs(flat_e, flat_o, lag, flat_p)
-        tests.append(bernoulli_test(agree, expected, f"agreement of events {what}"))
-        series.append({"x": lag, "y": agree / max(pairs, 1) - float(expected.mean() if pairs else 0),
+        tests.append(bernoulli_test(agree, pairs, expected, f"agreement of events {what}"))
+        mean = expected if isinstance(expected, float) else float(expected.mean()) if pairs else 0.0
+        series.append({"x": lag, "y": agree / max(pairs, 1) - mean,
                        "outcome": "wrong" if tests[-1].rejects(plan.alpha_check) else "ok"})
     position = torch.arange(flat_e.numel()) % POSITION_PERIOD
     tests.append(_homogeneity(position, flat_e, flat_o, flat_p, POSITION_PERIOD,
@@ -182,10 +189,15 @@ def _homogeneity(group, event, observable, probs, groups: int, description: str)
     """Chi-square test that the event count of every group matches its expectation."""
     import torch
 
-    g, p = group[observable], probs[observable]
+    g = group[observable]
     counts = torch.bincount(g, weights=event[observable].to(torch.float64), minlength=groups)
-    means = torch.bincount(g, weights=p, minlength=groups)
-    variances = torch.bincount(g, weights=p * (1 - p), minlength=groups)
+    if isinstance(probs, float):
+        trials = torch.bincount(g, minlength=groups).to(torch.float64)
+        means, variances = trials * probs, trials * probs * (1 - probs)
+    else:
+        p = probs[observable]
+        means = torch.bincount(g, weights=p, minlength=groups)
+        variances = torch.bincount(g, weights=p * (1 - p), minlength=groups)
     return grouped_counts_test(counts.round(), means, variances, description)
 
 
@@ -194,13 +206,13 @@ def _duplicates(x, event, observable, probs) -> StatResult:
     import torch
 
     order = torch.argsort(x, stable=True)
-    xs, es, os_, ps = x[order], event[order], observable[order], probs[order]
+    xs, es, os_, ps = x[order], event[order], observable[order], at(probs, order)
     same = (xs[1:] == xs[:-1]) & os_[1:] & os_[:-1]
     idx = torch.nonzero(same).reshape(-1)
     idx = idx[torch.cat([torch.tensor([True]), idx[1:] != idx[:-1] + 1])] if idx.numel() else idx  # disjoint pairs
     agree = int((es[idx] == es[idx + 1]).sum())
-    return bernoulli_test(agree, agree_probability(ps[idx], ps[idx + 1]),
-                           "agreement of events at elements holding equal values")
+    return bernoulli_test(agree, int(idx.numel()), agree_probability(at(ps, idx), at(ps, idx + 1)),
+                          "agreement of events at elements holding equal values")
 
 
 DESIGNS: dict[str, Callable] = {"rate": _rate, "values": _values, "edges": _edges,

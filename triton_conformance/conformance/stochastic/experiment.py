@@ -9,7 +9,7 @@ from typing import Any
 from triton_conformance.conformance.stochastic.plan import POSITIVE_FRACTION, ROW_WIDTH
 from triton_conformance.oracles.statistics import StatResult, binomial_test, count_normal_test
 
-__all__ = ["Draw", "Experiment", "DesignFailure", "require_valid", "probabilities", "bernoulli_test",
+__all__ = ["Draw", "Experiment", "DesignFailure", "require_valid", "probabilities", "at", "flat", "bernoulli_test",
            "agree_probability"]
 
 
@@ -160,18 +160,30 @@ def require_valid(draw: Draw) -> None:
 
 
 def probabilities(events):
-    """P(event) of every element, as a float64 tensor shaped like the output."""
+    """P(event) of each element: one float when the model gives every element the same
+    (dropout), else a float64 tensor shaped like the output (stochastic rounding)."""
+    p = events.probability
+    if isinstance(p, (int, float)):
+        return float(p)
     import torch
 
-    p = events.probability
-    if isinstance(p, torch.Tensor):
-        return p.to(torch.float64).expand(events.event.shape)
-    return torch.full(events.event.shape, float(p), dtype=torch.float64)
+    return p.to(torch.float64).expand(events.event.shape)
 
 
-def bernoulli_test(k: int, probs, description: str) -> StatResult:
-    """Exact binomial when every trial has one probability, else the Poisson-binomial normal approximation."""
-    n = probs.numel()
+def at(probs, index):
+    """``probs`` at ``index`` (a mask, indices or a slice); a single probability stays one."""
+    return probs if isinstance(probs, float) else probs[index]
+
+
+def flat(probs):
+    return probs if isinstance(probs, float) else probs.reshape(-1)
+
+
+def bernoulli_test(k: int, n: int, probs, description: str) -> StatResult:
+    """``k`` events in ``n`` trials: the exact binomial test for one probability, else the
+    Poisson-binomial normal approximation over the ``n`` trials' probabilities."""
+    if isinstance(probs, float):
+        return binomial_test(k, n, probs, description)
     if n and float(probs.max() - probs.min()) < 1e-12:
         return binomial_test(k, n, float(probs.reshape(-1)[0]), description)
     return count_normal_test(k, n, float(probs.sum()), float((probs * (1 - probs)).sum()), description)

@@ -178,21 +178,22 @@ def zoo_dropout_rate_off(x, p, seed):
 # %%
 # Mask repeating every 32 rows
 # ----------------------------
-# A row-wise kernel: one program per (row, column block).  The random offset is
+# The random offset is meant to be the element's (row, column) position; it is
 # computed from the row's index within a 32-row tile instead of the row itself.
 
 
 @triton.jit
-def dropout_rows_kernel(x_ptr, out_ptr, n_cols, p, scale, seed, BLOCK_SIZE: tl.constexpr,
+def dropout_rows_kernel(x_ptr, out_ptr, n_elements, n_cols, p, scale, seed, BLOCK_SIZE: tl.constexpr,
                         TILE_ROWS: tl.constexpr):
-    row = tl.program_id(1)
-    cols = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    row = offsets // n_cols
+    col = offsets - row * n_cols
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     y = tl.maximum(x, 0.0)
-    keep = tl.rand(seed, (row % TILE_ROWS) * n_cols + cols) >= p  # BUG: row % TILE_ROWS, not row
+    keep = tl.rand(seed, (row % TILE_ROWS) * n_cols + col) >= p  # BUG: row % TILE_ROWS, not row
     out = tl.where(keep, y * scale, 0.0)
-    tl.store(out_ptr + row * n_cols + cols, out.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offsets, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @subject(**DROPOUT_CONTRACT, name="zoo_dropout_rows_repeat",
@@ -201,11 +202,12 @@ def zoo_dropout_rows_repeat(x, p, seed):
     p, seed = check_dropout_args(x, p, seed, "zoo_dropout_rows_repeat")
     x = x.contiguous()
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if x.numel() == 0:
+    n = x.numel()
+    if n == 0:
         return out
-    rows = x.reshape(-1, x.shape[-1]) if x.dim() else x.reshape(1, 1)
-    grid = (triton.cdiv(rows.shape[1], 256), rows.shape[0])
-    dropout_rows_kernel[grid](rows, out, rows.shape[1], p, 1.0 / (1.0 - p), seed, BLOCK_SIZE=256, TILE_ROWS=32)
+    n_cols = x.shape[-1] if x.dim() else 1
+    dropout_rows_kernel[(triton.cdiv(n, BLOCK_SIZE),)](x, out, n, n_cols, p, 1.0 / (1.0 - p), seed,
+                                                       BLOCK_SIZE=BLOCK_SIZE, TILE_ROWS=32)
     return out
 
 

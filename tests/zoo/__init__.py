@@ -25,6 +25,7 @@ MODULES = (
     "zoo_matmul",
     "zoo_dropout",
     "zoo_large_index",
+    "zoo_stochastic_rounding",
 )
 
 

@@ -73,6 +73,9 @@ def _project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, modules
     monkeypatch.setenv("PIN_LOG", str(pytester.path / "pins.log"))
     monkeypatch.setenv("PYTHONPATH", str(pytester.path))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # When these tests run under xdist themselves, the child's controller must not look like a worker.
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def _log(pytester: pytest.Pytester) -> list[tuple[str, str, str, str]]:

@@ -50,6 +50,11 @@ BUDGET_ENV = "CONFORMANCE_COMPILES"
 # want of compile budget, it rejects the rest unseen: each discard builds inputs and
 # starts a launch, and Hypothesis would otherwise draw up to ten times max_examples.
 MAX_DISCARDS = 20
+# Seconds Hypothesis may spend shrinking a failure before the rest of its
+# candidates are waved through; our own per-dim search (minimize_dims) follows.
+# A slow kernel under the interpreter otherwise shrinks for Hypothesis's own
+# five-minute limit (flash attention: 300 s for one cell).
+SHRINK_SECONDS = 20.0
 
 
 def resolve_compile_budget(profile: str, override: int | str | None = None) -> int | None:
@@ -220,7 +225,15 @@ def run_cell(
                      palette=on_cuda and budget is not None)
     counts: Counter[str] = Counter()
 
+    failures: dict[str, Violation] = {}  # repr(spec) -> its violation, for Hypothesis's replays
+    first_failure: list[float] = []
+
     def probe(spec: Spec) -> None:
+        key = repr(spec)
+        if key in failures:
+            raise failures[key]  # a replay of a known failure: no need to run the kernel again
+        if first_failure and time.perf_counter() - first_failure[0] > SHRINK_SECONDS:
+            return  # the shrink budget is spent: what is left counts as passing, the best so far stands
         if counts[DISCARDED] >= MAX_DISCARDS + 3 * sum(n for k, n in counts.items() if k != DISCARDED):
             reject()  # the budget is spent on kernels this cell keeps asking for: stop paying to find out
         if on_example is not None:
@@ -232,7 +245,9 @@ def run_cell(
             reject()  # not a failure: the example needs a kernel the budget cannot pay for
         if isinstance(verdict, Finding):
             counts["failed"] += 1
-            raise Violation(verdict, spec)
+            failures[key] = Violation(verdict, spec)
+            first_failure[:1] = first_failure[:1] or [time.perf_counter()]
+            raise failures[key]
         counts[verdict] += 1
 
     probe._hypothesis_internal_add_digest = f"{subject.name}::{cell}".encode()  # distinct database keys

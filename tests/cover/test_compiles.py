@@ -256,3 +256,34 @@ def test_a_cell_stops_paying_for_discards_once_the_budget_is_spent():
     result = run_cell(subject, "layout:contiguous", profile="ci", max_examples=100)
     assert result.outcome == "skipped" and "compile budget" in result.message
     assert len(calls) == MAX_DISCARDS  # then every further draw is rejected without building inputs
+
+
+def test_a_stopped_cell_stops_drawing_too(monkeypatch):
+    """Past the discard limit the search ends: Hypothesis does not go on drawing specs to reject."""
+    from triton_conformance import Dim, Tensor, register
+    from triton_conformance.conformance import runner
+
+    drawn = []
+    original = runner.specs
+    monkeypatch.setattr(runner, "specs", lambda *a, **k: original(*a, **k).map(lambda s: drawn.append(s) or s))
+
+    def always_needs_a_new_kernel(x):
+        raise BudgetExhausted("needs_new_kernels_2", 16, "kernel")
+
+    subject = register(always_needs_a_new_kernel, name="needs_new_kernels_2", inputs={"x": Tensor(("N",))},
+                       dims={"N": Dim(1, 64)}, oracle=lambda x: x * 1.0)
+    result = runner.run_cell(subject, "layout:contiguous", profile="ci", max_examples=100)
+    assert result.outcome == "skipped"
+    assert len(drawn) <= runner.MAX_DISCARDS + 2, len(drawn)  # it used to draw about ten per example asked for
+
+
+def test_a_failure_found_before_the_shrink_budget_ran_out_is_reported(monkeypatch):
+    from triton_conformance import Dim, Tensor, register
+    from triton_conformance.conformance import runner
+
+    monkeypatch.setattr(runner, "SHRINK_SECONDS", 0.0)  # stop at the first probe after the first failure
+    subject = register(lambda x: x * 2 if x.shape[0] < 40 else x * 3, name="wrong_from_40",
+                       inputs={"x": Tensor(("N",))}, dims={"N": Dim(1, 4096)}, oracle=lambda x: x * 2.0)
+    result = runner.run_cell(subject, "layout:contiguous", profile="ci")
+    assert result.outcome == "wrong" and result.finding == "mismatch"
+    assert result.counterexample["dims"]["N"] == 40  # the per-dim search still runs after Hypothesis stops

@@ -53,9 +53,10 @@ class GuardedAllocation:
 
     def guard_damage(self) -> list[tuple[str, int]]:
         """(side, first changed byte index relative to the tensor) for each damaged guard band."""
-        raw = self.buffer.cpu().numpy().tobytes()
+        # Only the guard bands come back to the host, not the span between them.
+        before = self.buffer[:GUARD_BYTES].cpu().numpy().tobytes()
+        after = self.buffer[GUARD_BYTES + self.span_bytes:].cpu().numpy().tobytes()
         damage = []
-        before, after = raw[:GUARD_BYTES], raw[GUARD_BYTES + self.span_bytes:]
         if before != self.initial[:GUARD_BYTES]:
             first = next(i for i, (a, b) in enumerate(zip(before, self.initial)) if a != b)
             damage.append(("before", first - GUARD_BYTES))
@@ -145,10 +146,10 @@ def guarded_allocations(device_override: str | None = None, variant: int = 0) ->
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
-    """A 1-D, stride-1 CPU copy of ``t``'s elements (size-1 dims may carry any stride)."""
+    """A 1-D, stride-1 copy of ``t``'s elements, on its device (size-1 dims may carry any stride)."""
     if t.dtype == torch.bool:  # copying bools normalises their bytes to 0/1: copy the bytes
         t = t.view(torch.uint8)
-    return t.detach().cpu().reshape(-1).clone(memory_format=torch.contiguous_format)
+    return t.detach().reshape(-1).clone(memory_format=torch.contiguous_format)
 
 
 def flat_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -159,7 +160,7 @@ def flat_bytes(t: torch.Tensor) -> torch.Tensor:
 def unwritten_elements(t: torch.Tensor, variant: int = 0) -> torch.Tensor:
     """Boolean tensor: True where ``t`` still holds poison number ``variant``."""
     if t.numel() == 0:
-        return torch.zeros(t.shape, dtype=torch.bool)
+        return torch.zeros(t.shape, dtype=torch.bool, device=t.device)
     flat = _flat(t)
     size = flat.element_size()
     if size == 1:

@@ -67,6 +67,13 @@ def resolve_compile_budget(profile: str, override: int | str | None = None) -> i
     return PROFILES[profile].get("compile_budget")
 
 
+class _StopSearch(BaseException):
+    """Ends a cell's search early, past Hypothesis (which would keep drawing): a budget is spent.
+
+    A BaseException, so Hypothesis does not take it for a failure to shrink.
+    """
+
+
 class Violation(Exception):
     """One example broke the contract."""
 
@@ -226,6 +233,7 @@ def run_cell(
     counts: Counter[str] = Counter()
 
     failures: dict[str, Violation] = {}  # repr(spec) -> its violation, for Hypothesis's replays
+    latest: list[Violation] = []  # the shrinker only tries smaller specs: the latest failure is the best
     first_failure: list[float] = []
 
     def probe(spec: Spec) -> None:
@@ -233,9 +241,9 @@ def run_cell(
         if key in failures:
             raise failures[key]  # a replay of a known failure: no need to run the kernel again
         if first_failure and time.perf_counter() - first_failure[0] > SHRINK_SECONDS:
-            return  # the shrink budget is spent: what is left counts as passing, the best so far stands
+            raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
         if counts[DISCARDED] >= MAX_DISCARDS + 3 * sum(n for k, n in counts.items() if k != DISCARDED):
-            reject()  # the budget is spent on kernels this cell keeps asking for: stop paying to find out
+            raise _StopSearch  # the compile budget is spent on kernels this cell keeps asking for
         if on_example is not None:
             on_example(spec)
         try:
@@ -246,6 +254,7 @@ def run_cell(
         if isinstance(verdict, Finding):
             counts["failed"] += 1
             failures[key] = Violation(verdict, spec)
+            latest[:] = [failures[key]]
             first_failure[:1] = first_failure[:1] or [time.perf_counter()]
             raise failures[key]
         counts[verdict] += 1
@@ -255,7 +264,7 @@ def run_cell(
     if seed is not None and not PROFILES[profile]["derandomize"]:
         test = hypothesis_seed(seed)(test)
     with counting_compiles(enabled=on_cuda, subject=subject.name, budget=budget) as compiles:
-        failure = _search(test)
+        failure = _search(test, latest)
     n_compiles = compiles.count if compiles is not None else None
     discarded = counts.pop(DISCARDED, 0)
     budget_note = f", {discarded} discarded (compile budget {budget} used)" if discarded else ""
@@ -313,10 +322,15 @@ def run_cell(
     )
 
 
-def _search(test: Callable[[], None]) -> Exception | None:
-    """Run the hypothesis test: None if it passed, else the Violation or search error."""
+def _search(test: Callable[[], None], latest: list[Violation]) -> Exception | None:
+    """Run the hypothesis test: None if it passed, else the Violation or search error.
+
+    - ``latest``: the probe's latest violation, the answer when the search is stopped early.
+    """
     try:
         test()
     except (Violation, HypothesisException) as exc:
         return exc
+    except _StopSearch:
+        return latest[0] if latest else None
     return None

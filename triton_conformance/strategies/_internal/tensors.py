@@ -47,18 +47,19 @@ class BuiltInputs:
 
     views: dict[str, torch.Tensor]
     buffers: dict[str, torch.Tensor]
-    snapshots: dict[str, bytes]
+    snapshots: dict[str, torch.Tensor]
 
     def mutated(self) -> list[str]:
         """Inputs whose storage (elements, gaps or guard band) changed since building."""
-        return [n for n, b in self.buffers.items() if _bytes_of(b) != self.snapshots[n]]
+        return [n for n, b in self.buffers.items() if not torch.equal(_bytes_of(b), self.snapshots[n])]
 
     def as_float64(self) -> dict[str, torch.Tensor]:
         return {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in self.views.items()}
 
 
-def _bytes_of(t: torch.Tensor) -> bytes:
-    return t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+def _bytes_of(t: torch.Tensor) -> torch.Tensor:
+    """A copy of a buffer's bytes, where it lives: compared bit for bit, NaNs included."""
+    return t.detach().contiguous().view(torch.uint8).clone()
 
 
 def input_shape(contract: Contract, name: str, spec: Spec) -> tuple[int, ...]:
@@ -84,7 +85,7 @@ def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", devic
             else:
                 values = torch.where(keep, 0.0, -math.inf).to(dtype)
         else:
-            values = fill_values(physical, dtype, spec.values, seed).to(dtype)
+            values = fill_values(physical, dtype, spec.values, seed, device=device).to(dtype)
         if buffer.numel() and all(shape):
             phys_strides = tuple(0 if d in layout.broadcast else s for d, s in enumerate(strides))
             buffer.as_strided(physical, phys_strides, offset).copy_(values.to(device))

@@ -107,8 +107,8 @@ def main() -> int:
 
     def one(name: str) -> dict:
         env = dict(os.environ, TRITON_INTERPRET="1") if args.device == "interpreter" else None
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, args.budget, args.out, args.device],
-                              cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        command = [sys.executable, os.path.abspath(__file__), "--child", name, args.budget, args.out, args.device]
+        proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         for line in proc.stdout.splitlines():
             if line.startswith("RESULT "):
                 return json.loads(line[7:])

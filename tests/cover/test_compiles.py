@@ -287,3 +287,16 @@ def test_a_failure_found_before_the_shrink_budget_ran_out_is_reported(monkeypatc
     result = runner.run_cell(subject, "layout:contiguous", profile="ci")
     assert result.outcome == "wrong" and result.finding == "mismatch"
     assert result.counterexample["dims"]["N"] == 40  # the per-dim search still runs after Hypothesis stops
+
+
+def test_searched_cells_leave_one_compile_for_each_fixed_size_cell():
+    from triton_conformance.conformance.compiles import LEDGER
+    from triton_conformance.conformance.runner import LARGE_INDEX_CELL, fixed_size_cells
+
+    subject = declare(compiling_add, {"N": Dim(1, 1 << 40)})  # large enough for the large-index cell
+    cuda_on_cpu = Backend(name="cuda", device="cpu")
+    assert fixed_size_cells(subject.contract, cuda_on_cpu) == [LARGE_INDEX_CELL]
+    assert fixed_size_cells(declare(compiling_add, {"N": Dim(1, 4096)}).contract, cuda_on_cpu) == []
+    results = [run_cell(subject, cell, backend=cuda_on_cpu, profile="ci", compile_budget=3, max_examples=40)
+               for cell in ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")]
+    assert sum(r.compiles for r in results) == 2 == LEDGER.used(subject.name)  # 3, less one for large-index

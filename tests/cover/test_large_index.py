@@ -5,6 +5,7 @@ elements that are never materialised: only the last programs of the grid run.
 """
 
 import os
+import re
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below is defined
 
@@ -129,7 +130,8 @@ def test_a_store_outside_the_launch_tensors_stops_the_launch_before_it_writes():
     with tail_programs() as state, pytest.raises(Exception):  # noqa: B017 - the interpreter wraps it
         copy_at[(1,)](x, out, 0, 1 << 20)
     assert state.violation is not None and state.violation.kind == "store"
-    assert "bytes past the end of" in str(state.violation)
+    # Which tensor is nearest depends on where the heap put them: past out's end, or before x.
+    assert re.search(r"\d+ bytes (past the end of|before) \w+", str(state.violation)), str(state.violation)
     assert out.sum() == 0, "nothing was stored"
 
 

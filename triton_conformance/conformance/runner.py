@@ -29,10 +29,11 @@ from triton_conformance.strategies._internal.layouts import strides_for
 from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, Spec, specs
 
 __all__ = ["PROFILES", "Violation", "run_cell", "profile_settings", "resolve_compile_budget",
-           "LARGE_INDEX_CELL"]
+           "LARGE_INDEX_CELL", "FIXED_SIZE_CELLS", "fixed_size_cells"]
 
 DISCARDED = "discarded"
 LARGE_INDEX_CELL = "shape:large-index"  # its own runner: see conformance/large_index.py
+FIXED_SIZE_CELLS = ("performance", LARGE_INDEX_CELL)
 
 # max_examples per cell.  ci is derandomized so a run is repeatable.
 # compile_budget: most new Triton specializations a subject may compile on CUDA
@@ -47,9 +48,10 @@ PROFILES = {
 }
 BUDGET_ENV = "CONFORMANCE_COMPILES"
 # Once a cell has discarded this many examples (plus three per example it ran) for
-# want of compile budget, it rejects the rest unseen: each discard builds inputs and
-# starts a launch, and Hypothesis would otherwise draw up to ten times max_examples.
-MAX_DISCARDS = 20
+# want of compile budget, its search ends: each discard builds inputs and starts a
+# launch (about 2 ms on an H200), and a cell whose kernels the budget never paid for
+# would otherwise spend Hypothesis's whole allowance of invalid examples.
+MAX_DISCARDS = 100
 # Seconds Hypothesis may spend shrinking a failure before the rest of its
 # candidates are waved through; our own per-dim search (minimize_dims) follows.
 # A slow kernel under the interpreter otherwise shrinks for Hypothesis's own
@@ -203,29 +205,18 @@ def run_cell(
     backend = backend or Backend()
     if profile not in PROFILES:
         raise InvalidArgument(f"run_cell: profile={profile!r}, expected one of {tuple(PROFILES)}")
-    if cell == "performance":  # timed, not searched: see performance_cell.py
-        from triton_conformance.conformance.performance_cell import run_performance_cell
-
-        return run_performance_cell(subject, backend=backend)
     contract = subject.contract
     base = dict(subject=subject.name, family=subject.family, cell=cell, expected_failure=subject.xfail)
     start = time.perf_counter()
+    budget = resolve_compile_budget(profile, compile_budget)
+    on_cuda = backend.name == "cuda"
+    if _is_fixed_size(cell):  # not searched: paid from the compiles the search leaves for them
+        return _run_fixed_size_cell(subject, cell, backend, budget, base, seed)
     reason = skip_reason(contract, cell, untestable_dtypes=backend.untestable)
     if reason is not None:
         return CellResult(outcome="skipped", message=reason, **base)
-    if cell.startswith("stochastic:"):  # designed experiments, not a search
-        from triton_conformance.conformance.stochastic import run_stochastic_cell
-
-        return run_stochastic_cell(subject, cell, backend=backend, seed=seed)
-    budget = resolve_compile_budget(profile, compile_budget)
-    on_cuda = backend.name == "cuda"
-    if cell == LARGE_INDEX_CELL:
-        from triton_conformance.conformance.large_index import run_large_index_cell
-
-        with counting_compiles(enabled=on_cuda, subject=subject.name) as compiles:
-            result = run_large_index_cell(subject, backend=backend)
-        result.compiles = compiles.count if compiles is not None else None
-        return result
+    if budget is not None:
+        budget = max(1, budget - len(fixed_size_cells(contract, backend)))
     testable = tuple(d for d in ("float16", "bfloat16", "float32", "float64") if d not in backend.untestable)
     p = PROFILES[profile]
     strategy = specs(contract, cell=cell, dtypes=testable, max_elements=p["max_elements"], max_outer=p["max_outer"],
@@ -320,6 +311,53 @@ def run_cell(
         examples=examples, rejected_examples=rejected,
         duration_s=time.perf_counter() - start, compiles=n_compiles, **base,
     )
+
+
+def _is_fixed_size(cell: str) -> bool:
+    return cell in FIXED_SIZE_CELLS or cell.startswith("stochastic:")
+
+
+def fixed_size_cells(contract, backend: Backend) -> list[str]:
+    """The cells of ``contract`` that are not searched on ``backend`` (performance, large-index,
+    the stochastic designs): each runs at sizes of its own and needs kernels of its own."""
+    from triton_conformance.conformance.cells import cells_for
+
+    return [c for c in cells_for(contract) if _is_fixed_size(c) and (
+        backend.name == "cuda" if c == "performance" else
+        skip_reason(contract, c, untestable_dtypes=backend.untestable) is None)]
+
+
+def _run_fixed_size_cell(subject: Subject, cell: str, backend: Backend, budget: int | None,
+                         base: dict, seed: int | None) -> CellResult:
+    """A cell that is not searched, its compiles counted against the subject's whole budget.
+
+    The searched cells leave one compile per such cell unspent, so each finds
+    room for a kernel of its own however greedy the search was.
+    """
+    if cell != "performance":  # the performance cell says itself why it is skipped
+        reason = skip_reason(subject.contract, cell, untestable_dtypes=backend.untestable)
+        if reason is not None:
+            return CellResult(outcome="skipped", message=reason, **base)
+    start = time.perf_counter()
+    with counting_compiles(enabled=backend.name == "cuda", subject=subject.name, budget=budget) as compiles:
+        try:
+            if cell == "performance":  # timed, not searched: see performance_cell.py
+                from triton_conformance.conformance.performance_cell import run_performance_cell
+
+                result = run_performance_cell(subject, backend=backend)
+            elif cell == LARGE_INDEX_CELL:
+                from triton_conformance.conformance.large_index import run_large_index_cell
+
+                result = run_large_index_cell(subject, backend=backend)
+            else:  # designed experiments: see conformance/stochastic/
+                from triton_conformance.conformance.stochastic import run_stochastic_cell
+
+                result = run_stochastic_cell(subject, cell, backend=backend, seed=seed)
+        except BudgetExhausted as exc:
+            result = CellResult(outcome="skipped", message=f"the compile budget was used before this cell: {exc}",
+                                duration_s=time.perf_counter() - start, **base)
+    result.compiles = compiles.count if compiles is not None else None
+    return result
 
 
 def _search(test: Callable[[], None], latest: list[Violation]) -> Exception | None:

@@ -89,3 +89,13 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert visible_gpus() == []
     assert visible_gpus("3", where="--gpus") == ["0", "1", "2"]
+
+
+def test_nightly_workers_share_the_cores_unless_the_user_chose(monkeypatch):
+    from triton_conformance.cli import share_cores
+
+    monkeypatch.setattr("os.cpu_count", lambda: 32)
+    env = {}
+    assert share_cores(2, env) == "16" and env["OMP_NUM_THREADS"] == "16"
+    assert share_cores(64, {}) == "1"
+    assert share_cores(2, {"OMP_NUM_THREADS": "4"}) == "4"  # the user's own setting stands

@@ -161,7 +161,8 @@ def _nightly(args: argparse.Namespace) -> int:
     threads = share_cores(int(args.workers))
     print(f"nightly: {args.workers} worker(s) over GPUs {gpus}, device {args.conformance_device}, "
           f"profile {args.conformance_profile}, {threads} CPU threads each", flush=True)
-    return _pytest("nightly", _pytest_argv(args, xdist=True), baseline)
+    # --dist loadgroup: a subject's cells run on one worker, so its compile budget holds for the run.
+    return _pytest("nightly", _pytest_argv(args, xdist=True) + ["--dist", "loadgroup"], baseline)
 
 
 def share_cores(workers: int, environ: dict | None = None) -> str:

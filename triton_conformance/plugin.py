@@ -80,6 +80,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return len(_gpus(config)) or None
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201
+    """Under ``--dist loadgroup``, one worker per subject (see conformance/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from triton_conformance.conformance.scheduling import SubjectGroupScheduling
+
+    return SubjectGroupScheduling(config, log)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # noqa: ANN001
     """Controller side, for every worker xdist starts (replacements too): tell it the GPUs to claim from."""

@@ -94,6 +94,7 @@ def test_nightly_runs_one_worker_per_gpu_each_pinned_to_its_own(pytester: pytest
     assert sorted(started) == ["gw0", "gw1"] and sorted(started.values()) == ["g0", "g1"], log
     cells = [(worker, gpu) for event, worker, gpu, _ in log if event == "cell"]
     assert cells and all(gpu == started[worker] for worker, gpu in cells), "cell workers inherit the pin"
+    assert len({worker for worker, _ in cells}) == 1, "one subject's cells share a worker (its compile budget)"
     doc = json.loads((pytester.path / "conformance-results" / "results.json").read_text())
     counts = result.parseoutcomes()
     assert doc["environment"]["profile"] == "ci"

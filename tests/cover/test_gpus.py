@@ -99,3 +99,20 @@ def test_nightly_workers_share_the_cores_unless_the_user_chose(monkeypatch):
     assert share_cores(2, env) == "16" and env["OMP_NUM_THREADS"] == "16"
     assert share_cores(64, {}) == "1"
     assert share_cores(2, {"OMP_NUM_THREADS": "4"}) == "4"  # the user's own setting stands
+
+
+def test_loadgroup_scheduling_groups_cells_by_subject():
+    pytest.importorskip("xdist")
+    from types import SimpleNamespace
+
+    from triton_conformance.conformance.scheduling import SubjectGroupScheduling, subject_of
+
+    assert subject_of("::add[layout:contiguous]") == "add"
+    assert subject_of("::add[memory]@add") == "add"  # pytest < 9 keeps xdist's group suffix
+    assert subject_of("tests/test_x.py::test_y[1]") is None
+    sched = SubjectGroupScheduling.__new__(SubjectGroupScheduling)  # _split_scope needs no state
+    sched.config = SimpleNamespace()
+    scopes = {sched._split_scope(n) for n in ("::add[layout:contiguous]", "::add[dtype:float16]")}
+    assert scopes == {"conformance:add"}
+    assert sched._split_scope("::softmax[memory]") != sched._split_scope("::add[memory]")
+    assert sched._split_scope("tests/test_x.py::test_y[1]@g") == "g"  # other tests: xdist's own rule

@@ -144,7 +144,7 @@ def flash_kernel_causal_strict(
              out.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
 
 
-@subject(**flash_contract(causal_attention_oracle), name="zoo_flash_causal_off_by_one",
+@subject(**flash_contract(causal_attention_oracle, causal=True), name="zoo_flash_causal_off_by_one",
          xfail="causal mask j < i instead of j <= i: a query never sees its own key, row 0 is NaN")
 def zoo_flash_causal_off_by_one(q, k, v, sm_scale):
     """Bug: strict inequality in the causal mask; query 0 sees no key at all."""

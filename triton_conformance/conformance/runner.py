@@ -223,8 +223,9 @@ def run_cell(
                      palette=on_cuda and budget is not None)
     counts: Counter[str] = Counter()
 
-    failures: dict[str, Violation] = {}  # repr(spec) -> its violation, for Hypothesis's replays
-    latest: list[Violation] = []  # the shrinker only tries smaller specs: the latest failure is the best
+    # repr(spec) -> its violation, for Hypothesis's replays; the shrinker only tries
+    # smaller specs, so the one added last is the best so far.
+    failures: dict[str, Violation] = {}
     first_failure: list[float] = []
 
     def probe(spec: Spec) -> None:
@@ -245,8 +246,8 @@ def run_cell(
         if isinstance(verdict, Finding):
             counts["failed"] += 1
             failures[key] = Violation(verdict, spec)
-            latest[:] = [failures[key]]
-            first_failure[:1] = first_failure[:1] or [time.perf_counter()]
+            if not first_failure:
+                first_failure.append(time.perf_counter())
             raise failures[key]
         counts[verdict] += 1
 
@@ -255,7 +256,7 @@ def run_cell(
     if seed is not None and not PROFILES[profile]["derandomize"]:
         test = hypothesis_seed(seed)(test)
     with counting_compiles(enabled=on_cuda, subject=subject.name, budget=budget) as compiles:
-        failure = _search(test, latest)
+        failure = _search(test, failures)
     n_compiles = compiles.count if compiles is not None else None
     discarded = counts.pop(DISCARDED, 0)
     budget_note = f", {discarded} discarded (compile budget {budget} used)" if discarded else ""
@@ -360,15 +361,16 @@ def _run_fixed_size_cell(subject: Subject, cell: str, backend: Backend, budget: 
     return result
 
 
-def _search(test: Callable[[], None], latest: list[Violation]) -> Exception | None:
+def _search(test: Callable[[], None], failures: dict[str, Violation]) -> Exception | None:
     """Run the hypothesis test: None if it passed, else the Violation or search error.
 
-    - ``latest``: the probe's latest violation, the answer when the search is stopped early.
+    - ``failures``: the probe's violations in the order found; the last is the
+      answer when the search is stopped early.
     """
     try:
         test()
     except (Violation, HypothesisException) as exc:
         return exc
     except _StopSearch:
-        return latest[0] if latest else None
+        return next(reversed(failures.values()), None)
     return None

@@ -57,9 +57,9 @@ class BuiltInputs:
         return {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in self.views.items()}
 
 
-def _bytes_of(t: torch.Tensor) -> torch.Tensor:
-    """A copy of a buffer's bytes, where it lives: compared bit for bit, NaNs included."""
-    return t.detach().contiguous().view(torch.uint8).clone()
+def _bytes_of(buffer: torch.Tensor) -> torch.Tensor:
+    """A buffer's bytes, where it lives (a view, not a copy): compared bit for bit, NaNs included."""
+    return buffer.detach().view(torch.uint8)
 
 
 def input_shape(contract: Contract, name: str, spec: Spec) -> tuple[int, ...]:
@@ -91,5 +91,5 @@ def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", devic
             buffer.as_strided(physical, phys_strides, offset).copy_(values.to(device))
         view = buffer.as_strided(shape, strides, offset)
         views[name], buffers[name] = view, buffer
-        snapshots[name] = _bytes_of(buffer)
+        snapshots[name] = _bytes_of(buffer).clone()
     return BuiltInputs(views=views, buffers=buffers, snapshots=snapshots)

@@ -36,7 +36,7 @@ def _setup(device: str, name: str):
 
     from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.cells import cells_for
-    from triton_conformance.conformance.subject import get_subject
+    from triton_conformance.model.subject import get_subject
 
     importlib.import_module(SUBJECTS[name])
     subject = get_subject(name)

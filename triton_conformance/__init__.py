@@ -4,22 +4,11 @@ Importing this package (and its pytest plugin) imports neither torch nor triton;
 they are loaded when the battery runs.
 """
 
-from triton_conformance.conformance import (
-    Contract,
-    Dim,
-    Mask,
-    Performance,
-    Scalar,
-    Subject,
-    Tensor,
-    Tolerance,
-    get_subject,
-    register,
-    registry,
-    subject,
-)
 from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract
-from triton_conformance.oracles.models import Dropout, Events, StochasticModel, StochasticRounding
+from triton_conformance.model.contract import Contract, Dim, Mask, Scalar, Tensor, Tolerance
+from triton_conformance.model.performance import Performance
+from triton_conformance.model.stochastic import Dropout, Events, StochasticModel, StochasticRounding
+from triton_conformance.model.subject import Subject, get_subject, register, registry, subject
 
 __version__ = "0.1.0"
 

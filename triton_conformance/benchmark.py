@@ -45,13 +45,13 @@ def measure_subject(benchmark: Any, subject: Any, *, backend: Any = None, timer:
     - ``timer``, ``peaks``: override the CUDA-event timer and the measured peaks (tests use fakes).
     - ``rounds``: pytest-benchmark rounds of the launcher, after one warm-up round.
 
-    Returns the cell's :class:`~triton_conformance.conformance.outcomes.CellResult`.
+    Returns the cell's :class:`~triton_conformance.model.outcomes.CellResult`.
     """
     import pytest
 
-    from triton_conformance.conformance.items import format_result
+    from triton_conformance.plugin.items import format_result
     from triton_conformance.conformance.performance_cell import measured_spec, run_performance_cell
-    from triton_conformance.conformance.subject import Subject, get_subject
+    from triton_conformance.model.subject import Subject, get_subject
 
     if not (isinstance(getattr(benchmark, "extra_info", None), dict) and callable(getattr(benchmark, "pedantic",
                                                                                               None))):

@@ -132,8 +132,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _nightly(args: argparse.Namespace) -> int:
-    """One xdist worker per GPU, each claiming its own (see triton_conformance.conformance.gpus)."""
-    from triton_conformance.conformance.gpus import visible_gpus
+    """One xdist worker per GPU, each claiming its own (see triton_conformance.workers.gpus)."""
+    from triton_conformance.workers.gpus import visible_gpus
     from triton_conformance.errors import ConformanceUsageError
 
     baseline = _read("nightly", args.baseline) if args.baseline else None
@@ -177,7 +177,7 @@ def share_cores(workers: int, environ: dict | None = None) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from triton_conformance.conformance.outcomes import CellResult
+    from triton_conformance.model.outcomes import CellResult
     from triton_conformance.reports.terminal import matrix_lines
 
     doc = _read("show", args.results)

@@ -54,7 +54,7 @@ def child(subject_name: str, profile: str, budget: str, max_examples: str, devic
     from triton_conformance.conformance.cells import cells_for
     from triton_conformance.conformance.compiles import LEDGER
     from triton_conformance.conformance.runner import resolve_compile_budget, run_cell
-    from triton_conformance.conformance.subject import get_subject
+    from triton_conformance.model.subject import get_subject
 
     backend = current_backend(device)
     subject = get_subject(subject_name)
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs={args.jobs}, expected at least 1")
     sys.path.insert(0, ROOT)
     _import_kernels()
-    from triton_conformance.conformance.subject import registry
+    from triton_conformance.model.subject import registry
 
     names = [s.name for s in registry if s.xfail is None]
     if args.subjects:

@@ -42,7 +42,7 @@ def child(name: str, budget: str, out: str, device: str = "cuda") -> dict:
     from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.cells import cells_for
     from triton_conformance.conformance.compiles import BudgetExhausted
-    from triton_conformance.conformance.subject import get_subject
+    from triton_conformance.model.subject import get_subject
 
     spent: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)

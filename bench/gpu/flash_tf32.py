@@ -35,7 +35,7 @@ def main() -> int:
     import tests.zoo.zoo_flash_attention as zoo
     from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.checks import run_example
-    from triton_conformance.conformance.outcomes import Finding
+    from triton_conformance.model.outcomes import Finding
     from triton_conformance.strategies import Spec
 
     backend = current_backend(args.device)

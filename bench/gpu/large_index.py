@@ -43,7 +43,7 @@ def child(module: str, name: str, device: str) -> dict:
 
     from triton_conformance.conformance.checks import Backend
     from triton_conformance.conformance.runner import run_cell
-    from triton_conformance.conformance.subject import get_subject
+    from triton_conformance.model.subject import get_subject
 
     importlib.import_module("kernels_under_test.vector_add")
     importlib.import_module(module)

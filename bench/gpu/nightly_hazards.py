@@ -135,7 +135,7 @@ def main() -> int:
     out = os.path.join(args.out, "nightly_hazards")
     os.makedirs(out, exist_ok=True)
     sys.path.insert(0, ROOT)
-    from triton_conformance.conformance.gpus import visible_gpus
+    from triton_conformance.workers.gpus import visible_gpus
 
     gpus = visible_gpus(args.gpus)
     print(f"GPUs: {gpus}", flush=True)

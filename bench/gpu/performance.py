@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from triton_conformance.conformance.peaks import CudaEventTimer, MeasuredPeaks
     from triton_conformance.conformance.performance_cell import run_performance_cell
-    from triton_conformance.conformance.subject import registry
+    from triton_conformance.model.subject import registry
     from triton_conformance.reports.html import write_html
     from triton_conformance.reports.results_json import environment, results_document, write_results
 

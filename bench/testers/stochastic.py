@@ -11,7 +11,7 @@ float64 answer to compare with): call it once at ``p = 0.5``, check that
   and elements with ``f(x) = 0`` are 0.
 
 It understands models whose ``kind`` is ``"dropout"``
-(:class:`triton_conformance.oracles.models.Dropout`); any other stochastic
+(:class:`triton_conformance.model.stochastic.Dropout`); any other stochastic
 model is skipped with that reason.
 """
 

@@ -12,7 +12,7 @@ import time
 from bench.testers.common import Run, note_progress
 from triton_conformance.conformance import runner
 from triton_conformance.conformance.cells import cell_sort_key, cells_for
-from triton_conformance.conformance.outcomes import Finding
+from triton_conformance.model.outcomes import Finding
 
 __all__ = ["Suite"]
 

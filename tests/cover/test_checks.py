@@ -16,7 +16,7 @@ import triton_conformance as tc
 from triton_conformance import Dim, InvalidArgument, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.conformance import backend as backend_module
 from triton_conformance.conformance.checks import EXAMPLE_HONOURED, EXAMPLE_REJECTED, Backend, run_example
-from triton_conformance.conformance.outcomes import Finding
+from triton_conformance.model.outcomes import Finding
 from triton_conformance.conformance.runner import PROFILES, run_cell
 from triton_conformance.strategies import Layout, Spec
 
@@ -219,7 +219,7 @@ KINDS_BY_CLASS = {
 
 @pytest.mark.parametrize("worse, better", [("crash", "unsafe"), ("unsafe", "wrong"), ("crash", "wrong")])
 def test_worst_ranks_crash_over_unsafe_over_wrong(worse, better):
-    from triton_conformance.conformance.outcomes import worst
+    from triton_conformance.model.outcomes import worst
 
     for a in KINDS_BY_CLASS[worse]:
         for b in KINDS_BY_CLASS[better]:
@@ -228,7 +228,7 @@ def test_worst_ranks_crash_over_unsafe_over_wrong(worse, better):
 
 
 def test_worst_prefers_memory_damage_to_a_poisoned_read():
-    from triton_conformance.conformance.outcomes import worst
+    from triton_conformance.model.outcomes import worst
 
     # a write past the end or into an input also changes what later reads see; report the cause
     for kind in ("mutated-input", "oob-write"):
@@ -514,7 +514,7 @@ def test_an_unknown_profile_is_refused():
 
 
 def test_results_round_trip_through_dicts():
-    from triton_conformance.conformance.outcomes import CellResult
+    from triton_conformance.model.outcomes import CellResult
 
     result = cell(declare(leaves_the_last_element), "layout:contiguous")
     assert CellResult.from_dict(result.to_dict()) == result

@@ -25,7 +25,7 @@ from triton_conformance.conformance.compiles import (
     make_hook,
     parse_budget,
 )
-from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult
 from triton_conformance.conformance.runner import (
     PROFILES,
     resolve_compile_budget,

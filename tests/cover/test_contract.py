@@ -6,8 +6,8 @@ import pytest
 
 import triton_conformance as tc
 from triton_conformance import Contract, Dim, InvalidContract, Mask, Scalar, Tensor, Tolerance
-from triton_conformance.conformance.contract import FLOAT_DTYPES
-from triton_conformance.conformance.subject import Subject
+from triton_conformance.model.contract import FLOAT_DTYPES
+from triton_conformance.model.subject import Subject
 
 
 def oracle_x(x):
@@ -266,7 +266,7 @@ def test_registry_iterates_sorted_by_family_then_name():
 
 
 def test_load_modules_reports_unimportable_modules():
-    from triton_conformance.conformance.subject import load_modules
+    from triton_conformance.model.subject import load_modules
 
     with pytest.raises(InvalidContract, match="cannot import 'cover_no_such_module_xyz'"):
         load_modules(["cover_no_such_module_xyz"])

@@ -9,9 +9,9 @@ import struct
 import pytest
 
 from triton_conformance import Dim, Tensor, register
-from triton_conformance.conformance import _worker
-from triton_conformance.conformance.executor import CellExecutor, classify
-from triton_conformance.conformance.outcomes import (
+from triton_conformance.workers import worker as _worker
+from triton_conformance.workers.executor import CellExecutor, classify
+from triton_conformance.model.outcomes import (
     FAILING,
     OUTCOMES,
     PASSING,

@@ -18,7 +18,7 @@ import triton_conformance
 SUBPACKAGES = {
     # name: names in __all__ served lazily by the package's __getattr__ (they import torch)
     "triton_conformance": set(),
-    "triton_conformance.conformance": set(),
+    "triton_conformance.model": set(),
     "triton_conformance.strategies": {"build_inputs"},
     "triton_conformance.oracles": {"compare"},
 }
@@ -69,10 +69,10 @@ def test_every_module_all_names_exist(name):
 
 
 def test_the_top_level_package_re_exports_the_contract_model():
-    from triton_conformance import conformance, errors
+    from triton_conformance import errors, model
 
-    for attr in conformance.__all__:
-        assert getattr(triton_conformance, attr) is getattr(conformance, attr)
+    for attr in model.__all__:
+        assert getattr(triton_conformance, attr) is getattr(model, attr)
     for attr in errors.__all__:
         assert getattr(triton_conformance, attr) is getattr(errors, attr)
     assert isinstance(triton_conformance.__version__, str) and "__version__" in triton_conformance.__all__
@@ -109,7 +109,7 @@ def test_importing_the_package_imports_neither_torch_nor_triton():
     out = run_fresh(
         "import json, sys\n"
         "import triton_conformance, triton_conformance.plugin, triton_conformance.strategies, "
-        "triton_conformance.oracles, triton_conformance.conformance, triton_conformance.conformance.cells\n"
+        "triton_conformance.oracles, triton_conformance.model, triton_conformance.conformance.cells\n"
         "print(json.dumps(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules)))"
     )
     assert out == []

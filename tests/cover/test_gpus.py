@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 
-from triton_conformance.conformance.gpus import claim_gpu, lock_dir, parse_gpus, visible_gpus
+from triton_conformance.workers.gpus import claim_gpu, lock_dir, parse_gpus, visible_gpus
 from triton_conformance.errors import ConformanceUsageError
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from triton_conformance.conformance.gpus import claim_gpu
+    from triton_conformance.workers.gpus import claim_gpu
     claim = claim_gpu(sys.argv[1].split(","), sys.argv[2], workers=int(sys.argv[3]))
     print(claim.gpu, flush=True)
     time.sleep(120)
@@ -105,7 +105,7 @@ def test_loadgroup_scheduling_groups_cells_by_subject():
     pytest.importorskip("xdist")
     from types import SimpleNamespace
 
-    from triton_conformance.conformance.scheduling import SubjectGroupScheduling, subject_of
+    from triton_conformance.plugin.scheduling import SubjectGroupScheduling, subject_of
 
     assert subject_of("::add[layout:contiguous]") == "add"
     assert subject_of("::add[memory]@add") == "add"  # pytest < 9 keeps xdist's group suffix

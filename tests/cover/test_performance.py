@@ -15,9 +15,9 @@ import torch
 from triton_conformance import Dim, InvalidArgument, InvalidContract, Performance, Scalar, Tensor, register
 from triton_conformance.conformance.cells import cells_for
 from triton_conformance.conformance.checks import Backend
-from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult
 from triton_conformance.conformance.peaks import CudaEventTimer, FixedPeaks, MeasuredPeaks, median_ms
-from triton_conformance.conformance.performance import DtypeName, figures_line, junit_properties
+from triton_conformance.model.performance import DtypeName, figures_line, junit_properties
 from triton_conformance.conformance.performance_cell import NO_CONTRACT, NOT_CUDA, figures, run_performance_cell
 from triton_conformance.conformance.runner import run_cell
 

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from triton_conformance.conformance.outcomes import CellResult
-from triton_conformance.conformance.sanitizer import Sanitizer, find_sanitizer, fold_into, parse_report
+from triton_conformance.model.outcomes import CellResult
+from triton_conformance.workers.sanitizer import Sanitizer, find_sanitizer, fold_into, parse_report
 from triton_conformance.errors import ConformanceUsageError
 
 # The shape of compute-sanitizer 12/13 memcheck output for a store far outside an allocation.
@@ -141,7 +141,7 @@ def test_a_worker_runs_under_the_wrapper_and_its_findings_reach_the_cell(tmp_pat
     import sys
 
     from triton_conformance import get_subject
-    from triton_conformance.conformance.executor import CellExecutor
+    from triton_conformance.workers.executor import CellExecutor
 
     tool = tmp_path / "compute-sanitizer"
     tool.write_text(FAKE_TOOL.format(python=sys.executable, report=OOB_WRITE, clean=CLEAN))
@@ -169,7 +169,7 @@ def test_a_worker_runs_under_the_wrapper_and_its_findings_reach_the_cell(tmp_pat
 
 
 def test_a_wrapper_that_never_starts_the_worker_is_a_dead_worker_not_a_hang() -> None:
-    from triton_conformance.conformance.isolation import WorkerPool
+    from triton_conformance.workers.isolation import WorkerPool
 
     pool = WorkerPool("interpreter", prefix=lambda: ("/bin/false",))
     try:
@@ -184,7 +184,7 @@ def test_killing_a_wrapped_worker_kills_the_worker_under_the_wrapper(tmp_path) -
     import sys
     import time
 
-    from triton_conformance.conformance.isolation import _Worker
+    from triton_conformance.workers.isolation import _Worker
 
     pids = tmp_path / "pids"
     stuck = tmp_path / "stuck.py"  # opens its channels like a worker, then hangs (a spinning kernel)

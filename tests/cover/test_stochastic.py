@@ -12,7 +12,7 @@ import torch
 
 from triton_conformance import Dim, Dropout, InvalidContract, Scalar, Tensor, register
 from triton_conformance.conformance.cells import cell_sort_key, cells_for
-from triton_conformance.conformance.outcomes import Finding
+from triton_conformance.model.outcomes import Finding
 from triton_conformance.conformance.stochastic import (
     check_stochastic_output,
     plan_for,

@@ -21,7 +21,7 @@ from triton_conformance.strategies import (
     specs,
     strides_for,
 )
-from triton_conformance.strategies._internal.layouts import GUARD_ELEMENTS
+from triton_conformance.model.spec import GUARD_ELEMENTS
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # for find() that must come up empty: a bounded, repeatable search

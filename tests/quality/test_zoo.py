@@ -7,7 +7,7 @@ import pytest
 
 from tests.zoo import all_bugs, correct_twin
 from triton_conformance import get_subject
-from triton_conformance.conformance.executor import CellExecutor
+from triton_conformance.workers.executor import CellExecutor
 from triton_conformance.conformance.runner import run_cell
 
 BUGS = all_bugs()

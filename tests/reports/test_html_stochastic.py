@@ -1,6 +1,6 @@
 """A stochastic cell's detail panel lists its statistical tests, and its counterexample is the seed."""
 
-from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult
 from triton_conformance.reports.html import render_html
 from triton_conformance.reports.results_json import environment, results_document
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES, Contract
+from triton_conformance.model.contract import MASK_CLASSES, VALUE_CLASSES, Contract
 from triton_conformance.conformance.stochastic import STOCHASTIC_CELLS, stochastic_cells
-from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, layout_applies, strides_for
-from triton_conformance.strategies._internal.specs import Spec
+from triton_conformance.model.spec import LAYOUT_CLASSES, Spec, layout_applies, strides_for
 
 __all__ = ["SHAPE_CLASSES", "PROBED_DTYPES", "DIMENSIONS", "cells_for", "cell_sort_key", "skip_reason", "expectation",
            "Expectation"]

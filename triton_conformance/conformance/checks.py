@@ -19,11 +19,11 @@ import torch
 
 from triton_conformance.conformance.cells import expectation
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
-from triton_conformance.conformance.outcomes import Finding, worst
-from triton_conformance.conformance.subject import Subject
+from triton_conformance.model.outcomes import Finding, worst
+from triton_conformance.model.subject import Subject
 from triton_conformance.oracles.comparison import compare
 from triton_conformance.oracles.tolerance import Bound, default_bound
-from triton_conformance.strategies._internal.specs import Spec
+from triton_conformance.model.spec import Spec
 from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
 
 __all__ = ["Backend", "run_example", "EXAMPLE_REJECTED", "EXAMPLE_HONOURED"]

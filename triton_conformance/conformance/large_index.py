@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from triton_conformance.conformance.contract import Contract
+from triton_conformance.model.contract import Contract
 from triton_conformance.conformance.tail_grid import OutOfBoundsAccess, tail_programs
 from triton_conformance.errors import InvalidArgument
 
@@ -271,7 +271,7 @@ def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0, *,
 
     from triton_conformance.conformance.checks import _as_tuple
     from triton_conformance.conformance.memory import unwritten_elements
-    from triton_conformance.conformance.outcomes import Finding
+    from triton_conformance.model.outcomes import Finding
     from triton_conformance.oracles.comparison import compare
     from triton_conformance.oracles.tolerance import default_bound
 
@@ -352,7 +352,7 @@ def run_large_index_cell(subject: Any, *, backend: Any):
     """The ``shape:large-index`` cell of ``subject`` as a :class:`CellResult`."""
     import time
 
-    from triton_conformance.conformance.outcomes import CellResult, Finding
+    from triton_conformance.model.outcomes import CellResult, Finding
 
     start = time.perf_counter()
     base = {"subject": subject.name, "family": subject.family, "cell": "shape:large-index",
@@ -396,7 +396,7 @@ def replay_large_index(module: str, name: str, device: str = "cpu"):
     """Import ``module``, and run the large-index example of its subject ``name`` on ``device``."""
     import importlib
 
-    from triton_conformance.conformance.subject import get_subject
+    from triton_conformance.model.subject import get_subject
 
     importlib.import_module(module)
     return run_large_index_example(get_subject(name), device=device)

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from triton_conformance.conformance.checks import Backend, run_example
-from triton_conformance.conformance.outcomes import CellResult, Finding
+from triton_conformance.model.outcomes import CellResult, Finding
 from triton_conformance.conformance.peaks import (
     CudaEventTimer,
     Peaks,
@@ -26,14 +26,14 @@ from triton_conformance.conformance.peaks import (
     measured_peaks,
     median_ms,
 )
-from triton_conformance.conformance.performance import (
+from triton_conformance.model.performance import (
     Performance,
     check_performance,
     figures_line,
 )
-from triton_conformance.conformance.subject import Subject
+from triton_conformance.model.subject import Subject
 from triton_conformance.errors import InvalidArgument
-from triton_conformance.strategies._internal.specs import Spec
+from triton_conformance.model.spec import Spec
 from triton_conformance.strategies._internal.tensors import build_inputs
 
 __all__ = ["NOT_CUDA", "NO_CONTRACT", "Measurement", "measure", "measured_spec", "run_performance_cell"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from triton_conformance.conformance.subject import Subject, get_subject
-from triton_conformance.strategies._internal.specs import Spec
+from triton_conformance.model.subject import Subject, get_subject
+from triton_conformance.model.spec import Spec
 
 __all__ = ["reproducer", "replay"]
 
@@ -41,7 +41,7 @@ def replay(module: str, name: str, spec: Spec | dict, *, device: str = "cpu", ch
     """
     from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.checks import run_example
-    from triton_conformance.conformance.outcomes import Finding
+    from triton_conformance.model.outcomes import Finding
     from triton_conformance.strategies._internal.tensors import build_inputs
 
     importlib.import_module(module)

@@ -21,12 +21,12 @@ from hypothesis.errors import HypothesisException, Unsatisfiable
 from triton_conformance.conformance.cells import expectation, skip_reason
 from triton_conformance.conformance.checks import EXAMPLE_REJECTED, Backend, run_example
 from triton_conformance.conformance.compiles import BudgetExhausted, counting_compiles, parse_budget
-from triton_conformance.conformance.outcomes import CellResult, Finding
+from triton_conformance.model.outcomes import CellResult, Finding
 from triton_conformance.conformance.replay import reproducer
-from triton_conformance.conformance.subject import Subject
+from triton_conformance.model.subject import Subject
 from triton_conformance.errors import InvalidArgument
-from triton_conformance.strategies._internal.layouts import strides_for
-from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, Spec, specs
+from triton_conformance.model.spec import Spec, strides_for
+from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, specs
 
 __all__ = ["PROFILES", "Violation", "run_cell", "profile_settings", "resolve_compile_budget",
            "LARGE_INDEX_CELL", "FIXED_SIZE_CELLS", "fixed_size_cells"]

@@ -78,7 +78,7 @@ def environment_properties(env: dict[str, Any]) -> str:
 
 
 def _result_of(item: pytest.Item) -> dict[str, Any] | None:
-    from triton_conformance.conformance.items import PROPERTY
+    from triton_conformance.plugin.items import PROPERTY
 
     return dict(item.user_properties).get(PROPERTY)
 

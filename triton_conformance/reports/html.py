@@ -236,7 +236,7 @@ def _perf_text(r: dict[str, Any]) -> tuple[str, str]:
     details = r.get("details") if isinstance(r.get("details"), dict) else {}
     if r.get("cell") != "performance" or not isinstance(details.get("fraction"), (int, float)):
         return "", ""
-    from triton_conformance.conformance.performance import figures_line
+    from triton_conformance.model.performance import figures_line
 
     return f"{100 * details['fraction']:.0f}", figures_line(details)
 

@@ -34,7 +34,7 @@ from collections import Counter
 from importlib import metadata
 from typing import Iterable
 
-from triton_conformance.conformance.outcomes import OUTCOMES, CellResult
+from triton_conformance.model.outcomes import OUTCOMES, CellResult
 
 __all__ = ["SCHEMA", "VERSION", "environment", "results_document", "write_results", "read_results",
            "check_cells"]

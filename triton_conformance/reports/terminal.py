@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult
 
 __all__ = ["LETTERS", "matrix_lines", "performance_lines"]
 
@@ -23,7 +23,7 @@ def _groups(cells: list[str]) -> list[tuple[str, list[str]]]:
 
 def performance_lines(results: Iterable[CellResult]) -> list[str]:
     """The figures of every measured ``performance`` cell, one line per subject (none if none was measured)."""
-    from triton_conformance.conformance.performance import figures_line
+    from triton_conformance.model.performance import figures_line
 
     measured = sorted((r for r in results if r.cell == "performance" and (r.details or {}).get("fraction")),
                       key=lambda r: (r.family, r.subject))

@@ -6,8 +6,9 @@ draws a whole example for one contract cell.  Tensors are built from a spec
 with :func:`build_inputs`.
 """
 
-from triton_conformance.strategies._internal.layouts import LAYOUT_CLASSES, Layout, layouts, strides_for
-from triton_conformance.conformance.contract import MASK_CLASSES, VALUE_CLASSES
+from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, strides_for
+from triton_conformance.strategies._internal.layouts import layouts
+from triton_conformance.model.contract import MASK_CLASSES, VALUE_CLASSES
 from triton_conformance.strategies._internal.sizes import (
     boundary_sizes,
     non_power_of_two_sizes,
@@ -15,7 +16,7 @@ from triton_conformance.strategies._internal.sizes import (
     sizes,
     specialization_class,
 )
-from triton_conformance.strategies._internal.specs import Spec, specs
+from triton_conformance.strategies._internal.specs import specs
 
 __all__ = [
     "LAYOUT_CLASSES",

@@ -52,7 +52,7 @@ __all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "run_stoc
 def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = None):
     """Run one ``stochastic:*`` cell and return its CellResult."""
     from triton_conformance.conformance.checks import Backend
-    from triton_conformance.conformance.outcomes import CellResult
+    from triton_conformance.model.outcomes import CellResult
 
     backend = backend or Backend()
     name = cell.partition(":")[2]
@@ -115,7 +115,7 @@ def replay_stochastic(module: str, name: str, cell: str, *, seed: int, device: s
     import importlib
 
     from triton_conformance.conformance.backend import current_backend
-    from triton_conformance.conformance.subject import get_subject
+    from triton_conformance.model.subject import get_subject
 
     importlib.import_module(module)
     result = run_stochastic_cell(get_subject(name), cell, seed=seed,
@@ -134,7 +134,7 @@ def replay_stochastic(module: str, name: str, cell: str, *, seed: int, device: s
 
 def check_stochastic_output(subject, out, ref, scalars: dict, bound):
     """A Finding if ``out`` breaks the model on one example of an ordinary cell, else None."""
-    from triton_conformance.conformance.outcomes import Finding
+    from triton_conformance.model.outcomes import Finding
 
     model = subject.contract.model
     events = model.classify(out.detach().cpu(), ref.detach().cpu(), scalars, bound)

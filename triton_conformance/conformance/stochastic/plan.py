@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from triton_conformance.conformance.contract import Contract
+from triton_conformance.model.contract import Contract
 from triton_conformance.oracles.statistics import agreement_expected, binomial_sample_size, bonferroni
 
 __all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "example_alpha", "levels", "middle_level",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from triton_conformance.conformance.contract import MASK_CLASSES
+from triton_conformance.model.contract import MASK_CLASSES
 
 __all__ = ["fill_mask"]
 

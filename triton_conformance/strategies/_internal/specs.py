@@ -1,29 +1,20 @@
-"""Specs: the small, shrinkable description of one example for one subject.
+"""The spec strategy: one example's dims, dtypes, layouts, values and mask for one contract cell.
 
-A spec holds dims, dtypes, a layout per input, the value class, the mask class,
-scalar values and a seed.  Tensors are built from it afterwards
-(:mod:`triton_conformance.strategies._internal.tensors`), so a failure shrinks
-to a short, readable spec.
+The :class:`~triton_conformance.model.spec.Spec` value object lives in the
+model; this module draws it, so a failure shrinks to a short, readable spec.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from hypothesis import strategies as st
 
-from triton_conformance.conformance.contract import Contract, Dim
-from triton_conformance.strategies._internal.layouts import (
-    LAYOUT_CLASSES,
-    Layout,
-    layout_applies,
-    layouts,
-)
+from triton_conformance.model.contract import Contract, Dim
+from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, layout_applies
+from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
 from triton_conformance.strategies._internal.validation import check_one_of
 
-__all__ = ["Spec", "specs", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
+__all__ = ["specs", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
 
 DEFAULT_MAX_ELEMENTS = 1 << 14
 # Dims other than the widest one are the grid in most kernels, and each program
@@ -31,55 +22,6 @@ DEFAULT_MAX_ELEMENTS = 1 << 14
 DEFAULT_MAX_OUTER = 64
 # Past the largest block a row kernel plausibly uses in one tile.
 BEYOND_BLOCK = 4097
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One example: everything needed to rebuild the exact input tensors."""
-
-    dims: dict[str, int]
-    dtypes: dict[str, str]
-    layouts: dict[str, Layout]
-    scalars: dict[str, float] = field(default_factory=dict)
-    values: str = "ordinary"
-    mask: str | None = None
-    seed: int = 0
-
-    def __repr__(self) -> str:
-        parts = [f"dims={self.dims!r}", f"dtypes={self.dtypes!r}"]
-        odd = {k: v for k, v in self.layouts.items() if v != Layout()}
-        parts.append(f"layouts={odd!r}" if odd else "layouts={}")
-        if self.scalars:
-            parts.append(f"scalars={self.scalars!r}")
-        if self.values != "ordinary":
-            parts.append(f"values={self.values!r}")
-        if self.mask is not None:
-            parts.append(f"mask={self.mask!r}")
-        parts.append(f"seed={self.seed!r}")
-        return f"Spec({', '.join(parts)})"
-
-    def layout(self, name: str) -> Layout:
-        return self.layouts.get(name, Layout())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dims": dict(self.dims), "dtypes": dict(self.dtypes),
-                "layouts": {k: v.to_dict() for k, v in self.layouts.items()},
-                "scalars": dict(self.scalars), "values": self.values, "mask": self.mask,
-                "seed": self.seed}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Spec":
-        return cls(dims=dict(d["dims"]), dtypes=dict(d["dtypes"]),
-                   layouts={k: Layout.from_dict(v) for k, v in d.get("layouts", {}).items()},
-                   scalars=dict(d.get("scalars", {})), values=d.get("values", "ordinary"),
-                   mask=d.get("mask"), seed=d.get("seed", 0))
-
-    def elements(self) -> int:
-        """Product of all dims: the size of the example, for reports."""
-        n = 1
-        for v in self.dims.values():
-            n *= v
-        return n
 
 
 def _dim_order(contract: Contract) -> list[str]:

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from triton_conformance.conformance.contract import Contract
-from triton_conformance.strategies._internal.layouts import GUARD_ELEMENTS, strides_for
+from triton_conformance.model.contract import Contract
+from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 from triton_conformance.strategies._internal.masks import fill_mask
-from triton_conformance.strategies._internal.specs import Spec
 from triton_conformance.strategies._internal.values import fill_values
 
 __all__ = ["BuiltInputs", "build_inputs", "torch_dtype", "SENTINELS"]

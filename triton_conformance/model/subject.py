@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from triton_conformance.conformance.contract import (
+from triton_conformance.model.contract import (
     Contract,
     Dim,
     Mask,
@@ -21,7 +21,7 @@ from triton_conformance.conformance.contract import (
     Tolerance,
     check_accepts,
 )
-from triton_conformance.conformance.performance import check_performance
+from triton_conformance.model.performance import check_performance
 from triton_conformance.errors import InvalidContract
 
 __all__ = ["Subject", "subject", "register", "registry", "get_subject", "load_modules", "ENTRY_POINT_GROUP"]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from triton_conformance.conformance.outcomes import CellResult
-from triton_conformance.conformance.performance import junit_properties
-from triton_conformance.conformance.subject import Subject
+from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.performance import junit_properties
+from triton_conformance.model.subject import Subject
 
 __all__ = ["ConformanceItem", "CellFailure", "PROPERTY", "format_result"]
 

@@ -66,7 +66,7 @@ def receive(fd: int, deadline: float | None = None) -> Any:
     return None if body is None else pickle.loads(body)
 
 
-_COMMAND = (sys.executable, "-m", "triton_conformance.conformance._worker")
+_COMMAND = (sys.executable, "-m", "triton_conformance.workers.worker")
 
 
 class _Worker:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from triton_conformance.conformance.contract import (
+from triton_conformance.model.contract import (
     FLOAT_DTYPES,
     OTHER_DTYPES,
     Contract,

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 
-from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult
 from triton_conformance.errors import ConformanceUsageError
 
 __all__ = ["SANITIZER_ENV", "SanitizerRecord", "SanitizerReport", "Sanitizer", "find_sanitizer", "parse_report",

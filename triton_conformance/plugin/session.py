@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from triton_conformance.conformance.items import PROPERTY, ConformanceItem
-from triton_conformance.conformance.outcomes import CellResult
+from triton_conformance.plugin.items import PROPERTY, ConformanceItem
+from triton_conformance.model.outcomes import CellResult
 from triton_conformance.errors import ConformanceUsageError
 
 __all__ = ["ConformanceSession"]
@@ -17,7 +17,7 @@ __all__ = ["ConformanceSession"]
 class ConformanceSession:
     def __init__(self, config: pytest.Config, *, device: str, profile: str, results_path: str,
                  seed: int | None, isolation: str, timeout: float | None):
-        from triton_conformance.conformance.executor import CellExecutor
+        from triton_conformance.workers.executor import CellExecutor
         from triton_conformance.conformance.runner import PROFILES
 
         self.config = config
@@ -38,7 +38,7 @@ class ConformanceSession:
     # -- collection -----------------------------------------------------
     def load_subjects(self) -> None:
         """Import the modules that declare subjects; raises ConformanceUsageError if there are none."""
-        from triton_conformance.conformance.subject import load_modules, registry
+        from triton_conformance.model.subject import load_modules, registry
 
         modules: list[str] = []
         for names in self.config.hook.pytest_conformance_modules(config=self.config):

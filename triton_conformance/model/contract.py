@@ -260,7 +260,7 @@ class Contract:
             self._check_callable("error_scale", self.error_scale)
 
     def _check_model(self) -> None:
-        from triton_conformance.oracles.models import StochasticModel
+        from triton_conformance.model.stochastic import StochasticModel
 
         if not isinstance(self.model, StochasticModel):
             raise _fail("Contract", "model", self.model, "a StochasticModel such as Dropout(p='p', seed='seed')")

@@ -11,8 +11,8 @@ Whatever the worker reports, or fails to report, becomes the cell's result:
 
 from __future__ import annotations
 
-from triton_conformance.conformance.outcomes import CellResult, Finding, compile_error_kind, cuda_poison_kind
-from triton_conformance.conformance.subject import Subject
+from triton_conformance.model.outcomes import CellResult, Finding, compile_error_kind, cuda_poison_kind
+from triton_conformance.model.subject import Subject
 
 __all__ = ["CellExecutor", "RETIRE_AFTER", "classify"]
 
@@ -63,7 +63,7 @@ class CellExecutor:
             return classify(self._run_here(subject, cell, seed))
         result = classify(self._run_isolated(subject, cell, seed))
         if self.sanitizer is not None:
-            from triton_conformance.conformance.sanitizer import fold_into
+            from triton_conformance.workers.sanitizer import fold_into
 
             self._pool.finish()  # its log is complete once it has exited
             result = fold_into(result, self.sanitizer.collect())
@@ -80,11 +80,11 @@ class CellExecutor:
     def _new_pool(self):  # noqa: ANN202
         import os
 
-        from triton_conformance.conformance.isolation import WorkerPool
+        from triton_conformance.workers.isolation import WorkerPool
 
         if self.sanitizer is None:
             return WorkerPool(self.device)
-        from triton_conformance.conformance.sanitizer import SANITIZER_ENV
+        from triton_conformance.workers.sanitizer import SANITIZER_ENV
 
         return WorkerPool(self.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix)
 
@@ -123,7 +123,7 @@ class CellExecutor:
         if last_spec is not None:
             from triton_conformance.conformance.checks import Backend
             from triton_conformance.conformance.replay import reproducer
-            from triton_conformance.strategies._internal.specs import Spec
+            from triton_conformance.model.spec import Spec
 
             backend = Backend(name="cuda" if self.device == "cuda" else "interpreter")
             result.reproducer = reproducer(subject, cell, Spec.from_dict(last_spec), finding, backend)

@@ -18,7 +18,7 @@ _GPUS = pytest.StashKey["list"]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from triton_conformance import hookspecs
+    from triton_conformance.plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -59,7 +59,7 @@ def _gpus(config: pytest.Config) -> list[str]:
     """The GPUs the workers spread over (controller side; cached): [] unless on cuda or --conformance-gpus."""
     if _GPUS in config.stash:
         return config.stash[_GPUS]
-    from triton_conformance.conformance.gpus import visible_gpus
+    from triton_conformance.workers.gpus import visible_gpus
 
     requested, where = _option(config, "gpus")
     device, _ = _option(config, "device")
@@ -85,7 +85,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, AN
     """Under ``--dist loadgroup``, one worker per subject (see conformance/scheduling.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    from triton_conformance.conformance.scheduling import SubjectGroupScheduling
+    from triton_conformance.plugin.scheduling import SubjectGroupScheduling
 
     return SubjectGroupScheduling(config, log)
 
@@ -102,7 +102,7 @@ def _pin_worker(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if not workerinput or not workerinput.get("conformance_gpus"):
         return
-    from triton_conformance.conformance.gpus import claim_gpu
+    from triton_conformance.workers.gpus import claim_gpu
 
     run_key = str(workerinput.get("testrunuid") or os.environ.get("PYTEST_XDIST_TESTRUNUID") or os.getppid())
     try:
@@ -121,7 +121,7 @@ def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN
     if device != "cuda" or isolation != "process":
         raise pytest.UsageError(f"{where}={tool!r} needs --conformance-device=cuda and process isolation "
                                 f"(got device {device!r}, isolation {isolation!r})")
-    from triton_conformance.conformance.sanitizer import Sanitizer, find_sanitizer
+    from triton_conformance.workers.sanitizer import Sanitizer, find_sanitizer
 
     try:
         return Sanitizer(find_sanitizer(where=where), tool=tool)
@@ -135,7 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     _pin_worker(config)
     from triton_conformance.conformance.backend import select_device
-    from triton_conformance.conformance.session import ConformanceSession
+    from triton_conformance.plugin.session import ConformanceSession
 
     device, where = _option(config, "device")
     try:

@@ -1,4 +1,4 @@
-"""Entry point of a worker process: ``python -m triton_conformance.conformance._worker IN OUT``.
+"""Entry point of a worker process: ``python -m triton_conformance.workers.worker IN OUT``.
 
 Reads requests from fd IN and answers on fd OUT (see :mod:`.isolation`); IN
 and OUT may also be the paths of named pipes, for a worker started through a
@@ -36,7 +36,7 @@ def context_lost(backend_name: str) -> str | None:
 
 
 def _exit_poisoned(outbox: int, error: str, spec: dict | None) -> None:
-    from triton_conformance.conformance.isolation import send
+    from triton_conformance.workers.isolation import send
 
     send(outbox, {"type": "poisoned", "error": error, "spec": spec})
     os._exit(EXIT_POISONED)  # no cleanup: it would touch the dead context
@@ -59,7 +59,7 @@ class _FlightRecorder:
         self.spec: dict | None = None
 
     def __call__(self, spec) -> None:  # noqa: ANN001 - a strategies Spec
-        from triton_conformance.conformance.isolation import send
+        from triton_conformance.workers.isolation import send
 
         # The previous example ran to completion: if the context is gone now, that example did it.
         lost = context_lost(self.backend_name)
@@ -70,7 +70,7 @@ class _FlightRecorder:
 
 
 def main(argv: list[str]) -> int:
-    from triton_conformance.conformance.isolation import receive, send
+    from triton_conformance.workers.isolation import receive, send
 
     inbox, outbox = open_channels(argv)
     init = receive(inbox)
@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
     import importlib
 
     from triton_conformance.conformance.runner import run_cell
-    from triton_conformance.conformance.subject import get_subject
+    from triton_conformance.model.subject import get_subject
 
     for module in init["modules"]:
         importlib.import_module(module)

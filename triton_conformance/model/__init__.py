@@ -1,0 +1,37 @@
+"""The plain-data model at the bottom of triton-conformance: no torch, no Hypothesis.
+
+- :mod:`.contract`: what a subject claims (``Dim``, ``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``, ``Contract``);
+- :mod:`.stochastic`: models of random outputs (``Dropout``, ``StochasticRounding``);
+- :mod:`.performance`: performance contracts;
+- :mod:`.subject`: subjects and their registry;
+- :mod:`.spec`: one drawn example (``Spec``, ``Layout``);
+- :mod:`.outcomes`: the outcome table, findings and cell results;
+- :mod:`.cells`: the catalogue of cells: their order and what each one means;
+- :mod:`.config`: the frozen run configuration.
+
+Every layer above imports this one; it imports none of them.
+"""
+
+from triton_conformance.model.contract import Contract, Dim, Mask, Scalar, Tensor, Tolerance
+from triton_conformance.model.performance import Performance
+from triton_conformance.model.stochastic import Dropout, Events, StochasticModel, StochasticRounding
+from triton_conformance.model.subject import Subject, get_subject, register, registry, subject
+
+__all__ = [
+    "Contract",
+    "Dim",
+    "Dropout",
+    "Events",
+    "Mask",
+    "Performance",
+    "Scalar",
+    "StochasticModel",
+    "StochasticRounding",
+    "Subject",
+    "Tensor",
+    "Tolerance",
+    "get_subject",
+    "register",
+    "registry",
+    "subject",
+]

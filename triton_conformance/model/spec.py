@@ -1,0 +1,142 @@
+"""The example a cell draws, as plain data: a :class:`Spec` and each input's :class:`Layout`.
+
+A spec holds dims, dtypes, a layout per input, the value class, the mask class,
+scalar values and a seed.  Tensors are built from it afterwards
+(:mod:`triton_conformance.strategies._internal.tensors`), so a failure shrinks
+to a short, readable spec.  The strides a layout implies are computed by
+:func:`strides_for`, without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["LAYOUT_CLASSES", "GUARD_ELEMENTS", "Layout", "Spec", "strides_for", "layout_applies"]
+
+LAYOUT_CLASSES = ("contiguous", "transposed", "sliced", "padded", "offset", "broadcast", "size1")
+# Elements of sentinel after every input, so a read past the end changes the answer.
+GUARD_ELEMENTS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """One tensor's layout.
+
+    - ``kind``: the layout class it was drawn for (a label, for reports).
+    - ``perm``: physical dim order, outermost first (``(1, 0)`` is a transpose).
+    - ``steps``: per-dim step of a step-slice, leaving gaps between elements.
+    - ``pad``: extra elements after each innermost row.
+    - ``offset``: storage offset in elements (1 is misaligned).
+    - ``broadcast``: dims given stride 0.
+    - ``odd_stride``: stride given to size-1 dims (any stride is legal there).
+    """
+
+    kind: str = "contiguous"
+    perm: tuple[int, ...] | None = None
+    steps: tuple[int, ...] | None = None
+    pad: int = 0
+    offset: int = 0
+    broadcast: tuple[int, ...] = ()
+    odd_stride: int = 0
+
+    def __repr__(self) -> str:
+        fields = [repr(self.kind)]
+        for name in ("perm", "steps", "pad", "offset", "broadcast", "odd_stride"):
+            value = getattr(self, name)
+            if value not in (None, 0, ()):
+                fields.append(f"{name}={value!r}")
+        return f"Layout({', '.join(fields)})"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "perm": self.perm, "steps": self.steps, "pad": self.pad,
+                "offset": self.offset, "broadcast": self.broadcast, "odd_stride": self.odd_stride}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Layout":
+        return cls(kind=d["kind"], perm=tuple(d["perm"]) if d.get("perm") else None,
+                   steps=tuple(d["steps"]) if d.get("steps") else None, pad=d.get("pad", 0),
+                   offset=d.get("offset", 0), broadcast=tuple(d.get("broadcast", ())),
+                   odd_stride=d.get("odd_stride", 0))
+
+
+def layout_applies(kind: str, ndim: int, *, is_input: bool = True) -> bool:
+    """Whether layout class ``kind`` means anything for a tensor of rank ``ndim``."""
+    if kind in ("transposed", "padded"):
+        return ndim >= 2
+    if kind == "broadcast":
+        return is_input and ndim >= 1
+    return True
+
+
+def strides_for(shape: tuple[int, ...], layout: Layout) -> tuple[tuple[int, ...], int, int]:
+    """Return ``(strides, storage_offset, storage_elements)`` for ``shape`` in ``layout``."""
+    n = len(shape)
+    perm = layout.perm or tuple(range(n))
+    steps = layout.steps or (1,) * n
+    strides = [0] * n
+    running = 1
+    for position, d in enumerate(reversed(perm)):  # innermost first
+        if d in layout.broadcast:
+            continue
+        strides[d] = running * steps[d]
+        extent = shape[d] * steps[d] + (layout.pad if position == 0 else 0)
+        running *= max(extent, 1)
+    if layout.odd_stride:
+        for d in range(n):
+            if shape[d] == 1:
+                strides[d] = layout.odd_stride
+    if any(s == 0 for s in shape):
+        return tuple(strides), layout.offset, layout.offset
+    last = sum((s - 1) * abs(st_) for s, st_ in zip(shape, strides))
+    return tuple(strides), layout.offset, layout.offset + last + 1
+
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One example: everything needed to rebuild the exact input tensors."""
+
+    dims: dict[str, int]
+    dtypes: dict[str, str]
+    layouts: dict[str, Layout]
+    scalars: dict[str, float] = field(default_factory=dict)
+    values: str = "ordinary"
+    mask: str | None = None
+    seed: int = 0
+
+    def __repr__(self) -> str:
+        parts = [f"dims={self.dims!r}", f"dtypes={self.dtypes!r}"]
+        odd = {k: v for k, v in self.layouts.items() if v != Layout()}
+        parts.append(f"layouts={odd!r}" if odd else "layouts={}")
+        if self.scalars:
+            parts.append(f"scalars={self.scalars!r}")
+        if self.values != "ordinary":
+            parts.append(f"values={self.values!r}")
+        if self.mask is not None:
+            parts.append(f"mask={self.mask!r}")
+        parts.append(f"seed={self.seed!r}")
+        return f"Spec({', '.join(parts)})"
+
+    def layout(self, name: str) -> Layout:
+        return self.layouts.get(name, Layout())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dims": dict(self.dims), "dtypes": dict(self.dtypes),
+                "layouts": {k: v.to_dict() for k, v in self.layouts.items()},
+                "scalars": dict(self.scalars), "values": self.values, "mask": self.mask,
+                "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Spec":
+        return cls(dims=dict(d["dims"]), dtypes=dict(d["dtypes"]),
+                   layouts={k: Layout.from_dict(v) for k, v in d.get("layouts", {}).items()},
+                   scalars=dict(d.get("scalars", {})), values=d.get("values", "ordinary"),
+                   mask=d.get("mask"), seed=d.get("seed", 0))
+
+    def elements(self) -> int:
+        """Product of all dims: the size of the example, for reports."""
+        n = 1
+        for v in self.dims.values():
+            n *= v
+        return n

@@ -51,15 +51,34 @@ def four_token_expected(sm_scale):
     return weights, output
 
 
-def test_four_token_hand_derivation():
-    # The trace as usually quoted uses the 1/sqrt(d) scale of d = 2.
+def four_token_problem(dtype, v_is_identity):
+    """q = [1, 0] against FOUR_KEYS; V = K, or the identity (q and k padded with zeros to D = 4)."""
+    if not v_is_identity:
+        q = torch.tensor([[[1.0, 0.0]]], dtype=dtype)
+        return q, torch.tensor([FOUR_KEYS], dtype=dtype), torch.tensor([FOUR_KEYS], dtype=dtype)
+    q = torch.tensor([[[1.0, 0.0, 0.0, 0.0]]], dtype=dtype)
+    k = torch.tensor([[row + [0.0, 0.0] for row in FOUR_KEYS]], dtype=dtype)
+    return q, k, torch.eye(4, dtype=dtype)[None]
+
+
+@KERNELS
+@DTYPES
+def test_four_token_hand_derivation(kernel, dtype):
+    # The trace as usually quoted (to 3 digits) uses the 1/sqrt(d) scale of d = 2; checked on the
+    # kernels themselves, and on four_token_expected, which the tests below take their answers from.
+    quoted_weights, quoted_output = [0.335, 0.165, 0.335, 0.165], [0.670, 0.500]
     weights, output = four_token_expected(1 / math.sqrt(2))
-    assert weights == pytest.approx([0.335, 0.165, 0.335, 0.165], abs=5e-4)
-    assert output == pytest.approx([0.670, 0.500], abs=5e-4)
-    # With sm_scale = 1 the weights are e / (2e + 2) and 1 / (2e + 2).
-    weights, output = four_token_expected(1.0)
-    assert weights[0] == pytest.approx(math.e / (2 * math.e + 2))
-    assert output == pytest.approx([math.e / (math.e + 1), 0.5])
+    assert weights == pytest.approx(quoted_weights, abs=5e-4) and output == pytest.approx(quoted_output, abs=5e-4)
+    out = _run(kernel, *four_token_problem(dtype, v_is_identity=False), 1 / math.sqrt(2))
+    assert out[0, 0].double().tolist() == pytest.approx(quoted_output, abs=5e-4 + TOL[dtype])
+    out = _run(kernel, *four_token_problem(dtype, v_is_identity=True), 1 / math.sqrt(2))
+    assert out[0, 0].double().tolist() == pytest.approx(quoted_weights, abs=5e-4 + TOL[dtype])
+    # With sm_scale = 1 the weights are e / (2e + 2) and 1 / (2e + 2), the output [e / (e + 1), 1 / 2].
+    e = math.e
+    out = _run(kernel, *four_token_problem(dtype, v_is_identity=True), 1.0)
+    assert out[0, 0].double().tolist() == pytest.approx([e / (2 * e + 2), 1 / (2 * e + 2)] * 2, abs=TOL[dtype])
+    out = _run(kernel, *four_token_problem(dtype, v_is_identity=False), 1.0)
+    assert out[0, 0].double().tolist() == pytest.approx([e / (e + 1), 0.5], abs=TOL[dtype])
 
 
 @KERNELS
@@ -98,26 +117,38 @@ def test_four_token_weights(kernel, dtype, sm_scale):
 # out = acc / l = [0.5, 0.5], the same as softmax([1, 1, 2, 2] / 6) @ V.
 
 
-def two_block_problem(dtype):
+def two_block_problem(dtype, v_is_identity=False):
     ln2 = math.log(2.0)
-    # q . k_j = k_j[0], the scores; the second lane only matches v's head dim.
-    q = torch.tensor([[[1.0, 0.0]]], dtype=dtype)
-    k = torch.tensor([[[0.0, 0.0], [0.0, 0.0], [ln2, 0.0], [ln2, 0.0]]], dtype=dtype)
-    v = torch.tensor([FOUR_KEYS], dtype=dtype)
+    # q . k_j = k_j[0], the scores; the other lanes only match v's head dim.
+    d = 4 if v_is_identity else 2
+    pad = [0.0] * (d - 1)
+    q = torch.tensor([[[1.0] + pad]], dtype=dtype)
+    k = torch.tensor([[[s] + pad for s in (0.0, 0.0, ln2, ln2)]], dtype=dtype)
+    v = torch.eye(4, dtype=dtype)[None] if v_is_identity else torch.tensor([FOUR_KEYS], dtype=dtype)
     return q, k, v
 
 
-def test_two_block_hand_derivation():
-    weights = [1 / 6, 1 / 6, 2 / 6, 2 / 6]
-    out = [sum(w * row[c] for w, row in zip(weights, FOUR_KEYS)) for c in range(2)]
-    assert out == pytest.approx([0.5, 0.5])
-    m1, l1, acc1 = 0.0, 2.0, [1.0, 1.0]
+# With V = FOUR_KEYS a kernel that forgets the rescale also gets [0.5, 0.5] (l = 4, acc = [2, 2]), so the
+# non-causal checks use V = identity, where the output is the weights: [1, 1, 2, 2] / 6 with the rescale,
+# [1, 1, 1, 1] / 4 without it.
+
+
+@DTYPES
+def test_two_block_hand_derivation(dtype):
+    # The derivation's states, seen through the causal kernel with V = identity and block_n = 2:
+    # query 1 stops after block 1 (acc1 / l1), query 3 after block 2 (acc2 / l2).
+    m1, l1, acc1 = 0.0, 2.0, [1.0, 1.0, 0.0, 0.0]
     m2 = math.log(2.0)
     alpha = math.exp(m1 - m2)
     l2 = l1 * alpha + 2 * math.exp(0.0)
-    acc2 = [a * alpha + FOUR_KEYS[2][c] + FOUR_KEYS[3][c] for c, a in enumerate(acc1)]
+    acc2 = [a * alpha + (c in (2, 3)) for c, a in enumerate(acc1)]
     assert alpha == pytest.approx(0.5) and l2 == pytest.approx(3.0)
-    assert [a / l2 for a in acc2] == pytest.approx([0.5, 0.5])
+    q, k, v = two_block_problem(dtype, v_is_identity=True)
+    out = flash_attention_causal(q=q.expand(1, 4, 4), k=k, v=v, sm_scale=1.0, block_n=2)
+    rows = out[0].double().tolist()
+    assert rows[1] == pytest.approx([a / l1 for a in acc1], abs=TOL[dtype])
+    assert rows[3] == pytest.approx([a / l2 for a in acc2], abs=TOL[dtype])
+    assert rows[3] == pytest.approx([1 / 6, 1 / 6, 2 / 6, 2 / 6], abs=TOL[dtype])
 
 
 @DTYPES
@@ -126,6 +157,9 @@ def test_two_block_online_softmax(dtype, block_n):
     q, k, v = two_block_problem(dtype)
     out = flash_attention(q=q, k=k, v=v, sm_scale=1.0, block_n=block_n)
     assert out[0, 0].double().tolist() == pytest.approx([0.5, 0.5], abs=TOL[dtype])
+    q, k, v = two_block_problem(dtype, v_is_identity=True)
+    out = flash_attention(q=q, k=k, v=v, sm_scale=1.0, block_n=block_n)
+    assert out[0, 0].double().tolist() == pytest.approx([1 / 6, 1 / 6, 2 / 6, 2 / 6], abs=TOL[dtype])
 
 
 @DTYPES

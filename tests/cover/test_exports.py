@@ -5,6 +5,7 @@ Mirrors hypothesis' ``_check_exports`` (``__all__`` equals the public names) and
 """
 
 import importlib
+import importlib.metadata
 import json
 import pkgutil
 import subprocess
@@ -75,7 +76,9 @@ def test_the_top_level_package_re_exports_the_contract_model():
         assert getattr(triton_conformance, attr) is getattr(model, attr)
     for attr in errors.__all__:
         assert getattr(triton_conformance, attr) is getattr(errors, attr)
-    assert isinstance(triton_conformance.__version__, str) and "__version__" in triton_conformance.__all__
+    # the installed distribution's version (pyproject.toml), not just any string
+    assert triton_conformance.__version__ == importlib.metadata.version("triton-conformance")
+    assert "__version__" in triton_conformance.__all__
 
 
 def test_unknown_lazy_attributes_raise_attribute_error():

@@ -81,7 +81,7 @@ def load_subjects():
 
 def make_backend(device: str):
     """The backend; on CUDA it is built without touching the GPU, so that children can fork."""
-    from triton_conformance.conformance.checks import Backend
+    from triton_conformance.conformance.backend import Backend
 
     if device == "cuda":
         return Backend(name="cuda", device="cuda")

@@ -22,7 +22,8 @@ def main() -> int:
     parser.add_argument("--device", default="interpreter", choices=("interpreter", "cuda"))
     parser.add_argument("--profile", default="ci")
     args = parser.parse_args()
-    from triton_conformance.conformance.backend import current_backend, select_device
+    from triton_conformance.model.config import run_config
+from triton_conformance.conformance.backend import current_backend, select_device
 
     device = select_device(args.device)
     import importlib
@@ -40,10 +41,10 @@ def main() -> int:
     for name, cell, outcome, finding in bugs:
         buggy = get_subject(name)
         t0 = time.perf_counter()
-        r = run_cell(buggy, cell, backend=backend, profile=args.profile)
+        r = run_cell(buggy, cell, backend=backend, config=run_config(profile=args.profile))
         dt = time.perf_counter() - t0
         twin_subject = correct_twin(buggy, registry)
-        twin = run_cell(twin_subject, cell, backend=backend, profile=args.profile)
+        twin = run_cell(twin_subject, cell, backend=backend, config=run_config(profile=args.profile))
         ok = (r.outcome, r.finding) == (outcome, finding)
         caught += ok
         twins_ok += twin.passed and twin.outcome != "skipped"

@@ -38,7 +38,8 @@ def child(name: str, budget: str, out: str, device: str = "cuda") -> dict:
     from compiles import _import_kernels
 
     _import_kernels()
-    from triton_conformance.conformance import checks, runner
+    from triton_conformance.model.config import run_config
+from triton_conformance.conformance import checks, runner
     from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.cells import cells_for
     from triton_conformance.conformance.compiles import BudgetExhausted
@@ -74,7 +75,7 @@ def child(name: str, budget: str, out: str, device: str = "cuda") -> dict:
         before = dict(spent)
         t = time.perf_counter()
         profile.enable()
-        r = runner.run_cell(subject, cell, backend=backend, profile=PROFILE, compile_budget=int(budget))
+        r = runner.run_cell(subject, cell, backend=backend, config=run_config(profile=PROFILE, compile_budget=int(budget)))
         profile.disable()
         seconds = time.perf_counter() - t
         in_examples = spent["run_example"] - before.get("run_example", 0.0)

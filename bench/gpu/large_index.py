@@ -41,7 +41,7 @@ def child(module: str, name: str, device: str) -> dict:
 
     import torch
 
-    from triton_conformance.conformance.checks import Backend
+    from triton_conformance.conformance.backend import Backend
     from triton_conformance.conformance.runner import run_cell
     from triton_conformance.model.subject import get_subject
 

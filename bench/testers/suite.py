@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from bench.testers.common import Run, note_progress
+from triton_conformance.model.config import run_config
 from triton_conformance.conformance import runner
 from triton_conformance.conformance.cells import cell_sort_key, cells_for
 from triton_conformance.model.outcomes import Finding
@@ -59,7 +60,7 @@ class Suite:
             cells = sorted(cells_for(subject.contract), key=cell_sort_key)
             for i, cell in enumerate(cells):
                 note_progress(cell)
-                r = runner.run_cell(subject, cell, backend=backend, profile=profile, seed=seed if randomize else None)
+                r = runner.run_cell(subject, cell, backend=backend, seed=seed if randomize else None, config=run_config(profile=profile))
                 if not r.passed:
                     dims = counterexample_dims(r.counterexample)
                     return Run(failed=True, case=cell, dims=dims, message=f"{r.outcome}/{r.finding}: {r.message}",

@@ -167,7 +167,7 @@ def test_no_subjects_is_a_usage_error(pytester: pytest.Pytester) -> None:
     ("args", "message"),
     [
         (["--conformance-profile=fast"], "*--conformance-profile*invalid choice*"),
-        (["--conformance-timeout=soon"], "*--conformance-timeout='soon', expected a number of seconds*"),
+        (["--conformance-timeout=soon"], "*--conformance-timeout='soon', expected a positive number of seconds*"),
         (["--conformance-seed=abc"], "*--conformance-seed='abc', expected an integer*"),
     ],
     ids=["profile", "timeout", "seed"],

@@ -13,11 +13,14 @@ import pytest
 import torch
 
 import triton_conformance as tc
-from triton_conformance import Dim, InvalidArgument, Mask, Scalar, Tensor, Tolerance
+from triton_conformance import ConformanceUsageError, Dim, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.conformance import backend as backend_module
-from triton_conformance.conformance.checks import EXAMPLE_HONOURED, EXAMPLE_REJECTED, Backend, run_example
+from triton_conformance.conformance.backend import Backend
+from triton_conformance.conformance.checks import EXAMPLE_HONOURED, EXAMPLE_REJECTED, run_example
+from triton_conformance.conformance.observe import NO_OBSERVER, Observer
+from triton_conformance.conformance.runner import run_cell
+from triton_conformance.model.config import PROFILES, run_config
 from triton_conformance.model.outcomes import Finding
-from triton_conformance.conformance.runner import PROFILES, run_cell
 from triton_conformance.strategies import Layout, Spec
 
 _ids = itertools.count()
@@ -39,8 +42,20 @@ def declare(launcher, *, inputs=VECTOR, dims=N, oracle=double, **kw):
                        oracle=oracle, **kw)
 
 
-def cell(subject, name, **kw):
-    return run_cell(subject, name, backend=Backend(), profile="ci", **kw)
+class _Specs(Observer):
+    """Hands each example's spec to ``seen`` as it starts."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def example_started(self, subject, cell, spec):
+        self.seen(spec)
+
+
+def cell(subject, name, *, on_example=None, max_examples=None, **kw):
+    observer = _Specs(on_example) if on_example else NO_OBSERVER
+    return run_cell(subject, name, backend=Backend(), config=run_config(profile="ci", max_examples=max_examples),
+                    observer=observer, **kw)
 
 
 def vec(n, layouts=None, **kw):
@@ -457,7 +472,7 @@ def test_in_contract_cells_draw_in_contract_dims():
 def test_on_example_sees_every_example():
     seen = []
     result = cell(declare(correct), "layout:contiguous", on_example=seen.append)
-    assert len(seen) == result.examples == PROFILES["ci"]["max_examples"] == 10  # 0 == 0 passed before
+    assert len(seen) == result.examples == PROFILES["ci"].max_examples == 10  # 0 == 0 passed before
     assert all(isinstance(s, Spec) for s in seen)
 
 
@@ -487,7 +502,7 @@ def test_inapplicable_cells_are_skipped(subject_kw, cell_name, reason):
 
 def test_untestable_dtypes_are_skipped_with_the_backends_reason():
     backend = Backend(untestable_dtypes=(("bfloat16", "bf16 is broken here"),))
-    result = run_cell(declare(raises_inside), "dtype:bfloat16", backend=backend, profile="ci")
+    result = run_cell(declare(raises_inside), "dtype:bfloat16", backend=backend, config=run_config(profile="ci"))
     assert (result.outcome, result.message) == ("skipped", "bf16 is broken here")
 
 
@@ -509,8 +524,8 @@ def test_expected_failures_are_carried_on_the_result():
 
 
 def test_an_unknown_profile_is_refused():
-    with pytest.raises(InvalidArgument, match="profile='weekly'"):
-        run_cell(declare(correct), "layout:contiguous", profile="weekly")
+    with pytest.raises(ConformanceUsageError, match="profile='weekly'"):
+        run_config(profile="weekly")
 
 
 def test_results_round_trip_through_dicts():

@@ -15,23 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import triton_conformance as tc
-from triton_conformance import Dim, InvalidArgument, Tensor
-from triton_conformance.conformance.checks import Backend
+from triton_conformance import ConformanceUsageError, Dim, Tensor
+from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import (
     BudgetExhausted,
     CompileLedger,
     compiles_by_subject,
     counting_compiles,
     make_hook,
-    parse_budget,
 )
+from triton_conformance.conformance.runner import MAX_DISCARDS, run_cell
+from triton_conformance.model.config import parse_budget, run_config
 from triton_conformance.model.outcomes import CellResult
-from triton_conformance.conformance.runner import (
-    MAX_DISCARDS,
-    PROFILES,
-    resolve_compile_budget,
-    run_cell,
-)
 from triton_conformance.strategies import palette_sizes, specialization_class, specs
 from triton_conformance.strategies._internal.sizes import PALETTE_BLOCKS
 
@@ -100,19 +95,17 @@ def test_parse_budget(value, expected):
 
 @pytest.mark.parametrize("value", ["many", "-1", -2, True])
 def test_parse_budget_names_bad_values(value):
-    with pytest.raises(InvalidArgument, match="expected a non-negative number"):
-        parse_budget(value, "CONFORMANCE_COMPILES environment variable")
+    with pytest.raises(ConformanceUsageError, match=r"--conformance-compiles=.*expected a non-negative number"):
+        parse_budget(value, "--conformance-compiles")
 
 
 def test_budget_resolution_order(monkeypatch):
-    monkeypatch.delenv("CONFORMANCE_COMPILES", raising=False)
-    assert resolve_compile_budget("nightly") == PROFILES["nightly"]["compile_budget"] == 16
-    assert resolve_compile_budget("ci") is None
+    # The profile's budget unless the option gives one (0: none); the environment plays no part.
     monkeypatch.setenv("CONFORMANCE_COMPILES", "5")
-    assert resolve_compile_budget("nightly") == 5
-    assert resolve_compile_budget("nightly", 7) == 7
-    monkeypatch.setenv("CONFORMANCE_COMPILES", "0")
-    assert resolve_compile_budget("nightly") is None
+    assert run_config(profile="nightly").compile_budget == 16
+    assert run_config(profile="ci").compile_budget is None
+    assert run_config(profile="nightly", compile_budget="7").compile_budget == 7
+    assert run_config(profile="nightly", compile_budget="0").compile_budget is None
 
 
 def test_totals_per_subject():
@@ -139,7 +132,7 @@ def declare(launcher, dims):
 def test_runner_discards_examples_past_the_budget_and_counts_compiles():
     subject = declare(compiling_add, {"N": Dim(1, 4096)})
     cuda_on_cpu = Backend(name="cuda", device="cpu")  # hooks armed; tensors stay on the CPU
-    results = [run_cell(subject, cell, backend=cuda_on_cpu, profile="ci", compile_budget=3, max_examples=40)
+    results = [run_cell(subject, cell, backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=3, max_examples=40))
                for cell in ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")]
     assert all(r.passed for r in results), [(r.cell, r.outcome, r.message) for r in results]
     # The palette has more (class, octave) kernels than 3: the first cell spends the whole budget, and the
@@ -156,8 +149,7 @@ def test_runner_discards_examples_past_the_budget_and_counts_compiles():
 
 def test_runner_without_a_budget_compiles_per_class():
     subject = declare(compiling_add, {"N": Dim(1, 4096)})
-    r = run_cell(subject, "layout:contiguous", backend=Backend(name="cuda", device="cpu"), profile="ci",
-                 compile_budget=0, max_examples=40)
+    r = run_cell(subject, "layout:contiguous", backend=Backend(name="cuda", device="cpu"), config=run_config(profile="ci", compile_budget=0, max_examples=40))
     assert r.outcome == "honoured" and "discarded" not in r.message
     assert r.compiles > 3
 
@@ -168,14 +160,13 @@ def test_a_bug_found_within_the_budget_is_still_reported():
         return x * 2 if x.shape[0] <= 64 else x * 3
 
     subject = declare(wrong_past_64, {"N": Dim(1, 4096)})
-    r = run_cell(subject, "shape:beyond-block", backend=Backend(name="cuda", device="cpu"), profile="ci",
-                 compile_budget=4)
+    r = run_cell(subject, "shape:beyond-block", backend=Backend(name="cuda", device="cpu"), config=run_config(profile="ci", compile_budget=4))
     assert r.outcome == "wrong" and r.finding == "mismatch"
 
 
 def test_interpreter_counts_nothing():
     subject = declare(compiling_add, {"N": Dim(1, 64)})
-    r = run_cell(subject, "layout:contiguous", backend=Backend(), profile="ci", compile_budget=1)
+    r = run_cell(subject, "layout:contiguous", backend=Backend(), config=run_config(profile="ci", compile_budget=1))
     assert r.compiles is None and r.outcome == "honoured" and "discarded" not in r.message
 
 
@@ -261,7 +252,7 @@ def test_a_cell_stops_paying_for_discards_once_the_budget_is_spent():
 
     subject = register(always_needs_a_new_kernel, name="needs_new_kernels", inputs={"x": Tensor(("N",))},
                        dims={"N": Dim(1, 64)}, oracle=lambda x: x * 1.0)
-    result = run_cell(subject, "layout:contiguous", profile="ci", max_examples=100)
+    result = run_cell(subject, "layout:contiguous", config=run_config(profile="ci", max_examples=100))
     assert result.outcome == "skipped" and "compile budget" in result.message
     assert len(calls) == MAX_DISCARDS  # then every further draw is rejected without building inputs
 
@@ -280,7 +271,7 @@ def test_a_stopped_cell_stops_drawing_too(monkeypatch):
 
     subject = register(always_needs_a_new_kernel, name="needs_new_kernels_2", inputs={"x": Tensor(("N",))},
                        dims={"N": Dim(1, 64)}, oracle=lambda x: x * 1.0)
-    result = runner.run_cell(subject, "layout:contiguous", profile="ci", max_examples=100)
+    result = runner.run_cell(subject, "layout:contiguous", config=run_config(profile="ci", max_examples=100))
     assert result.outcome == "skipped"
     assert len(drawn) <= runner.MAX_DISCARDS + 2, len(drawn)  # it used to draw about ten per example asked for
 
@@ -292,7 +283,7 @@ def test_a_failure_found_before_the_shrink_budget_ran_out_is_reported(monkeypatc
     monkeypatch.setattr(runner, "SHRINK_SECONDS", 0.0)  # stop at the first probe after the first failure
     subject = register(lambda x: x * 2 if x.shape[0] < 40 else x * 3, name="wrong_from_40",
                        inputs={"x": Tensor(("N",))}, dims={"N": Dim(1, 4096)}, oracle=lambda x: x * 2.0)
-    result = runner.run_cell(subject, "layout:contiguous", profile="ci")
+    result = runner.run_cell(subject, "layout:contiguous", config=run_config(profile="ci"))
     assert result.outcome == "wrong" and result.finding == "mismatch"
     assert result.counterexample["dims"]["N"] == 40  # the per-dim search still runs after Hypothesis stops
 
@@ -305,6 +296,6 @@ def test_searched_cells_leave_one_compile_for_each_fixed_size_cell():
     cuda_on_cpu = Backend(name="cuda", device="cpu")
     assert fixed_size_cells(subject.contract, cuda_on_cpu) == [LARGE_INDEX_CELL]
     assert fixed_size_cells(declare(compiling_add, {"N": Dim(1, 4096)}).contract, cuda_on_cpu) == []
-    results = [run_cell(subject, cell, backend=cuda_on_cpu, profile="ci", compile_budget=3, max_examples=40)
+    results = [run_cell(subject, cell, backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=3, max_examples=40))
                for cell in ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")]
     assert sum(r.compiles for r in results) == 2 == LEDGER.used(subject.name)  # 3, less one for large-index

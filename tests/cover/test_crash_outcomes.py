@@ -9,6 +9,8 @@ import struct
 import pytest
 
 from triton_conformance import Dim, Tensor, register
+from triton_conformance.conformance.backend import Backend
+from triton_conformance.model.config import RunConfig
 from triton_conformance.workers import worker as _worker
 from triton_conformance.workers.executor import CellExecutor, classify
 from triton_conformance.model.outcomes import (
@@ -125,18 +127,21 @@ def _messages(fd: int) -> list[dict]:
 
 def test_flight_recorder_blames_the_example_before_the_context_was_found_lost(monkeypatch) -> None:
     states = iter([None, None, "AcceleratorError: CUDA error: an illegal memory access was encountered"])
-    monkeypatch.setattr(_worker, "context_lost", lambda backend: next(states))
+
+    class LosingBackend:
+        def context_lost(self):
+            return next(states)
 
     def fake_exit(code: int) -> None:
         raise SystemExit(code)
 
     monkeypatch.setattr(_worker.os, "_exit", fake_exit)
     read, write = os.pipe()
-    recorder = _worker._FlightRecorder(write, "cuda")
-    recorder(_Spec(1))
-    recorder(_Spec(1025))
+    recorder = _worker._flight_recorder(write, LosingBackend())
+    recorder.example_started(None, "memory", _Spec(1))
+    recorder.example_started(None, "memory", _Spec(1025))
     with pytest.raises(SystemExit) as exited:
-        recorder(_Spec(3))  # the context is gone when the third example starts: the second did it
+        recorder.example_started(None, "memory", _Spec(3))  # lost when the third starts: the second did it
     assert exited.value.code == _worker.EXIT_POISONED
     messages = _messages(read)
     assert [m["type"] for m in messages] == ["example", "example", "poisoned"]
@@ -144,7 +149,8 @@ def test_flight_recorder_blames_the_example_before_the_context_was_found_lost(mo
 
 
 def test_context_lost_is_never_checked_off_cuda() -> None:
-    assert _worker.context_lost("interpreter") is None
+    assert Backend(name="interpreter").context_lost() is None
+    assert Backend(name="cuda", device="cpu").context_lost() is None  # CPU tensors: no context to lose
 
 
 class _FakePool:
@@ -167,18 +173,18 @@ def _subject():
 def test_executor_records_a_lost_context_as_a_crash_with_the_example_and_replaces_the_worker() -> None:
     spec = {"dims": {"N": 5}, "dtypes": {"x": "float32"}, "layouts": {}, "scalars": {}, "values": "ordinary",
             "mask": None, "seed": 0}
-    executor = CellExecutor(device="cuda", profile="ci")
+    executor = CellExecutor(RunConfig(device="cuda"))
     executor._pool = _FakePool(("poisoned", "AcceleratorError: CUDA error: an illegal memory access was "
                                 "encountered", spec))
     result = executor.run(_subject(), "layout:contiguous")
     assert (result.outcome, result.finding) == ("crash", "illegal-address")
-    assert result.counterexample == spec and "doubler" in result.reproducer
+    assert result.counterexample.spec == spec and not result.counterexample.shrunk and "doubler" in result.reproducer
     assert "the CUDA context was lost" in result.message
     assert executor._pool.retired == 1
 
 
 def test_executor_replaces_a_worker_whose_harness_failed_and_classifies_its_traceback() -> None:
-    executor = CellExecutor(device="cuda", profile="ci")
+    executor = CellExecutor(RunConfig(device="cuda"))
     executor._pool = _FakePool(("error", OUT_OF_SHARED, None))
     result = executor.run(_subject(), "layout:contiguous")
     assert (result.outcome, result.finding) == ("compile-error", "out-of-resources")
@@ -188,7 +194,7 @@ def test_executor_replaces_a_worker_whose_harness_failed_and_classifies_its_trac
 def test_executor_turns_a_passing_cell_that_lost_its_context_into_a_crash() -> None:
     value = CellResult(subject="doubler", family="toy", cell="memory", outcome="honoured",
                        details={"context_lost": "RuntimeError: CUDA error: device-side assert triggered"}).to_dict()
-    executor = CellExecutor(device="cuda", profile="ci")
+    executor = CellExecutor(RunConfig(device="cuda"))
     executor._pool = _FakePool(("result", value, None))
     result = executor.run(_subject(), "memory")
     assert (result.outcome, result.finding) == ("crash", "device-assert")

@@ -23,7 +23,7 @@ from triton_conformance.conformance.cells import (
     cell_sort_key,
     skip_reason,
 )
-from triton_conformance.conformance.checks import Backend
+from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.large_index import (
     EXTRA,
     LARGE,

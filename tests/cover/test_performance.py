@@ -14,7 +14,7 @@ import torch
 
 from triton_conformance import Dim, InvalidArgument, InvalidContract, Performance, Scalar, Tensor, register
 from triton_conformance.conformance.cells import cells_for
-from triton_conformance.conformance.checks import Backend
+from triton_conformance.conformance.backend import Backend
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.conformance.peaks import CudaEventTimer, FixedPeaks, MeasuredPeaks, median_ms
 from triton_conformance.model.performance import DtypeName, figures_line, junit_properties
@@ -402,7 +402,7 @@ def test_measure_subject_skips_without_a_gpu():
 REAL_BENCHMARK_TEST = '''
 from triton_conformance import Dim, Performance, Tensor, register
 from triton_conformance.benchmark import measure_subject
-from triton_conformance.conformance.checks import Backend
+from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.peaks import FixedPeaks
 
 

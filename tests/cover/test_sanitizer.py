@@ -141,6 +141,7 @@ def test_a_worker_runs_under_the_wrapper_and_its_findings_reach_the_cell(tmp_pat
     import sys
 
     from triton_conformance import get_subject
+    from triton_conformance.model.config import RunConfig
     from triton_conformance.workers.executor import CellExecutor
 
     tool = tmp_path / "compute-sanitizer"
@@ -155,7 +156,7 @@ def test_a_worker_runs_under_the_wrapper_and_its_findings_reach_the_cell(tmp_pat
     try:
         import sanitized_subjects  # noqa: F401 - registers the subject
 
-        executor = CellExecutor(device="interpreter", profile="ci", sanitizer=Sanitizer(str(tool)))
+        executor = CellExecutor(RunConfig(), sanitizer=Sanitizer(str(tool)))
         try:
             result = executor.run(get_subject("sanitized_double"), "layout:contiguous")
         finally:

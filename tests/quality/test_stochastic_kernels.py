@@ -5,6 +5,7 @@ example against the model.  Their buggy variants are in tests/zoo, checked by te
 
 import pytest
 
+from triton_conformance.model.config import run_config
 from triton_conformance import get_subject
 from triton_conformance.conformance.cells import cells_for
 from triton_conformance.conformance.runner import run_cell
@@ -25,7 +26,7 @@ def stochastic_cells():
 
 @pytest.mark.parametrize(("name", "cell"), stochastic_cells())
 def test_honours_every_stochastic_cell(name, cell, backend, kernels):
-    result = run_cell(get_subject(name), cell, backend=backend, profile="ci", seed=2026)
+    result = run_cell(get_subject(name), cell, backend=backend, seed=2026, config=run_config(profile="ci"))
     assert result.outcome == "honoured", result.message
     assert result.duration_s < 60  # the budget per cell is 10 s on an idle 2-core machine (bench/stochastic.py)
 
@@ -33,7 +34,7 @@ def test_honours_every_stochastic_cell(name, cell, backend, kernels):
 @pytest.mark.parametrize("name", SUBJECTS)
 @pytest.mark.parametrize("cell", ["layout:transposed", "layout:broadcast", "dtype:float32", "shape:non-pow2"])
 def test_honours_ordinary_cells_under_its_model(name, cell, backend, kernels):
-    result = run_cell(get_subject(name), cell, backend=backend, profile="ci")
+    result = run_cell(get_subject(name), cell, backend=backend, config=run_config(profile="ci"))
     assert result.outcome == "honoured", result.message
     assert result.examples > 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.zoo import all_bugs, correct_twin
+from triton_conformance.model.config import RunConfig, run_config
 from triton_conformance import get_subject
 from triton_conformance.workers.executor import CellExecutor
 from triton_conformance.conformance.runner import run_cell
@@ -20,7 +21,7 @@ OUT_OF_BOUNDS = ("poisoned-read", "oob-write")
 def isolated():
     """Buggy kernels run in a worker process, as under the plugin: an out-of-bounds read or
     write that the interpreter turns into a segfault must not take the test process down."""
-    executor = CellExecutor(device="interpreter", profile="ci", isolation="process", timeout=300)
+    executor = CellExecutor(RunConfig(timeout=300.0))
     yield executor
     executor.close()
 
@@ -40,5 +41,5 @@ def test_the_intended_cell_catches_the_bug(name, cell, outcome, finding, backend
     assert got == (outcome, finding), result.message
     assert result.counterexample is not None and name in result.reproducer
     twin = correct_twin(buggy, kernels)
-    passing = run_cell(twin, cell, backend=backend, profile="ci")
+    passing = run_cell(twin, cell, backend=backend, config=run_config(profile="ci"))
     assert passing.passed and passing.outcome != "skipped", (twin.name, passing.outcome, passing.message)

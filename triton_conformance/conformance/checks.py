@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.cells import expectation
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
 from triton_conformance.model.outcomes import Finding, worst
@@ -26,24 +27,11 @@ from triton_conformance.oracles.tolerance import Bound, default_bound
 from triton_conformance.model.spec import Spec
 from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
 
-__all__ = ["Backend", "run_example", "EXAMPLE_REJECTED", "EXAMPLE_HONOURED"]
+__all__ = ["run_example", "EXAMPLE_REJECTED", "EXAMPLE_HONOURED"]
 
 EXAMPLE_HONOURED = "honoured"
 EXAMPLE_REJECTED = "rejected"
 _LIBRARY_DIRS = (os.sep + "triton" + os.sep, os.sep + "torch" + os.sep)
-
-
-@dataclass(frozen=True)
-class Backend:
-    """Where kernels run: ``interpreter`` (CPU) or ``cuda``."""
-
-    name: str = "interpreter"
-    device: str = "cpu"
-    untestable_dtypes: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def untestable(self) -> dict[str, str]:
-        return dict(self.untestable_dtypes)
 
 
 @dataclass
@@ -63,14 +51,12 @@ class _Call:
 
 
 def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Backend, variant: int = 0) -> _Call:
-    override = backend.device if backend.name == "interpreter" else None
-    with guarded_allocations(device_override=override, variant=variant) as allocations:
+    with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations:
         try:
             raw = subject.launcher(**built.views, **spec.scalars)
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
             return _Call(None, exc, allocations)
-    if backend.device != "cpu":
-        torch.cuda.synchronize()
+    backend.synchronize()
     outputs = raw if isinstance(raw, (tuple, list)) else (raw,)
     return _Call(tuple(outputs), None, allocations, raw)
 

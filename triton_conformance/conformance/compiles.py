@@ -29,7 +29,6 @@ __all__ = [
     "compiles_by_subject",
     "counting_compiles",
     "make_hook",
-    "parse_budget",
 ]
 
 
@@ -128,21 +127,6 @@ def counting_compiles(enabled: bool = True, *, subject: str = "", budget: int | 
         yield counter
     finally:
         runtime.jit_cache_hook = previous
-
-
-def parse_budget(value: Any, where: str = "compile budget") -> int | None:
-    """A budget from an option value: a positive int, or None for 0 / empty / None (no limit)."""
-    if value in (None, "", "0", 0):
-        return None
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = -1
-    if n < 0 or isinstance(value, bool):
-        from triton_conformance.errors import InvalidArgument
-
-        raise InvalidArgument(f"{where}={value!r}, expected a non-negative number of compilations (0: no limit)")
-    return n
 
 
 def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:

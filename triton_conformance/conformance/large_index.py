@@ -352,7 +352,7 @@ def run_large_index_cell(subject: Any, *, backend: Any):
     """The ``shape:large-index`` cell of ``subject`` as a :class:`CellResult`."""
     import time
 
-    from triton_conformance.model.outcomes import CellResult, Finding
+    from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
 
     start = time.perf_counter()
     base = {"subject": subject.name, "family": subject.family, "cell": "shape:large-index",
@@ -377,7 +377,7 @@ def run_large_index_cell(subject: Any, *, backend: Any):
                    "scalars": plan.scalars, "compared_rows": plan.fill_rows}
         return CellResult(
             outcome=verdict.outcome, finding=verdict.kind, message=f"{verdict.message} [{where}]",
-            details=verdict.details, counterexample=example, reproducer=_reproducer(subject, backend),
+            details=verdict.details, counterexample=Counterexample(example), reproducer=_reproducer(subject, backend),
             examples=1, duration_s=elapsed, **base)
     elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)
     return CellResult(outcome="honoured", message=f"{plan.dims} {plan.dtype} ({elements} elements, "

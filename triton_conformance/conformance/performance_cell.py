@@ -17,8 +17,9 @@ import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from triton_conformance.conformance.checks import Backend, run_example
-from triton_conformance.model.outcomes import CellResult, Finding
+from triton_conformance.conformance.backend import Backend
+from triton_conformance.conformance.checks import run_example
+from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
 from triton_conformance.conformance.peaks import (
     CudaEventTimer,
     Peaks,
@@ -146,7 +147,7 @@ def run_performance_cell(subject: Subject, *, backend: Backend, timer: Timer | N
 
             return CellResult(outcome=verdict.outcome, finding=verdict.kind,
                               message=f"not timed: {where}: {verdict.message}", details=dict(verdict.details),
-                              counterexample=spec.to_dict(), examples=1,
+                              counterexample=Counterexample(spec.to_dict()), examples=1,
                               reproducer=reproducer(subject, "performance", spec, verdict, backend),
                               duration_s=time.perf_counter() - start, **base)
     try:
@@ -154,7 +155,7 @@ def run_performance_cell(subject: Subject, *, backend: Backend, timer: Timer | N
     except Exception as exc:  # noqa: BLE001 - a launch that fails while timed is a crash of the cell
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
         return CellResult(outcome="crash", finding="exception", message=f"while timing {where}: {exc!r}",
-                          details={"traceback": text}, counterexample=spec.to_dict(), examples=1,
+                          details={"traceback": text}, counterexample=Counterexample(spec.to_dict()), examples=1,
                           duration_s=time.perf_counter() - start, **base)
     details = m.details()
     return CellResult(outcome="honoured", message=f"{where}: {figures_line(details)}", details=details,

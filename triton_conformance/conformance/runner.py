@@ -7,7 +7,6 @@ to the smallest spec that fails in any way.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from dataclasses import replace
@@ -19,34 +18,23 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from triton_conformance.conformance.cells import expectation, skip_reason
-from triton_conformance.conformance.checks import EXAMPLE_REJECTED, Backend, run_example
-from triton_conformance.conformance.compiles import BudgetExhausted, counting_compiles, parse_budget
-from triton_conformance.model.outcomes import CellResult, Finding
+from triton_conformance.conformance.checks import EXAMPLE_REJECTED, run_example
+from triton_conformance.conformance.backend import Backend
+from triton_conformance.conformance.compiles import BudgetExhausted, counting_compiles
+from triton_conformance.conformance.observe import NO_OBSERVER, Observer
+from triton_conformance.model.config import RunConfig
+from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
 from triton_conformance.conformance.replay import reproducer
 from triton_conformance.model.subject import Subject
-from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.spec import Spec, strides_for
 from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, specs
 
-__all__ = ["PROFILES", "Violation", "run_cell", "profile_settings", "resolve_compile_budget",
-           "LARGE_INDEX_CELL", "FIXED_SIZE_CELLS", "fixed_size_cells"]
+__all__ = ["Violation", "run_cell", "profile_settings", "LARGE_INDEX_CELL", "FIXED_SIZE_CELLS", "fixed_size_cells"]
 
 DISCARDED = "discarded"
 LARGE_INDEX_CELL = "shape:large-index"  # its own runner: see conformance/large_index.py
 FIXED_SIZE_CELLS = ("performance", LARGE_INDEX_CELL)
 
-# max_examples per cell.  ci is derandomized so a run is repeatable.
-# compile_budget: most new Triton specializations a subject may compile on CUDA
-# (None: no limit); the environment variable CONFORMANCE_COMPILES overrides it.
-PROFILES = {
-    "dev": {"max_examples": 10, "derandomize": False, "max_elements": 1 << 12, "max_outer": 16,
-            "compile_budget": None},
-    "ci": {"max_examples": 10, "derandomize": True, "max_elements": 1 << 12, "max_outer": 16,
-           "compile_budget": None},
-    "nightly": {"max_examples": 30, "derandomize": False, "max_elements": 1 << 18, "max_outer": 512,
-                "database": ".conformance/examples", "compile_budget": 16},
-}
-BUDGET_ENV = "CONFORMANCE_COMPILES"
 # Once a cell has discarded this many examples (plus three per example it ran) for
 # want of compile budget, its search ends: each discard builds inputs and starts a
 # launch (about 2 ms on an H200), and a cell whose kernels the budget never paid for
@@ -57,16 +45,6 @@ MAX_DISCARDS = 100
 # A slow kernel under the interpreter otherwise shrinks for Hypothesis's own
 # five-minute limit (flash attention: 300 s for one cell).
 SHRINK_SECONDS = 20.0
-
-
-def resolve_compile_budget(profile: str, override: int | str | None = None) -> int | None:
-    """The per-subject compile budget: ``override``, else $CONFORMANCE_COMPILES, else the profile's (0: none)."""
-    if override is not None:
-        return parse_budget(override, "compile_budget")
-    env = os.environ.get(BUDGET_ENV)
-    if env not in (None, ""):
-        return parse_budget(env, f"{BUDGET_ENV} environment variable")
-    return PROFILES[profile].get("compile_budget")
 
 
 class _StopSearch(BaseException):
@@ -85,14 +63,13 @@ class Violation(Exception):
         self.spec = spec
 
 
-def profile_settings(profile: str, *, max_examples: int | None = None) -> settings:
-    if profile not in PROFILES:
-        raise InvalidArgument(f"profile={profile!r}, expected one of {tuple(PROFILES)}")
-    p = PROFILES[profile]
-    database = DirectoryBasedExampleDatabase(p["database"]) if p.get("database") else None
+def profile_settings(config: RunConfig) -> settings:
+    """Hypothesis settings for a searched cell under ``config``'s profile."""
+    p = config.profile
+    database = DirectoryBasedExampleDatabase(p.database) if p.database else None
     return settings(
-        max_examples=max_examples or p["max_examples"],
-        derandomize=p["derandomize"],
+        max_examples=config.examples,
+        derandomize=p.derandomize,
         database=database,
         deadline=None,
         report_multiple_bugs=False,
@@ -169,16 +146,14 @@ def error_by_size(subject: Subject, spec: Spec, backend: Backend, *, determinism
     return sym, series
 
 
-def counterexample(subject: Subject, spec: Spec) -> dict:
-    """The spec as a dict, with each input's real shape, strides and storage offset."""
-    out = spec.to_dict()
+def counterexample(subject: Subject, spec: Spec) -> Counterexample:
+    """The spec, with each input's real shape, strides and storage offset."""
     tensors = {}
     for name, decl in subject.contract.inputs.items():
         shape = tuple(spec.dims[s] for s in decl.shape)
         strides, offset, _ = strides_for(shape, spec.layout(name))
-        tensors[name] = {"shape": shape, "strides": strides, "storage_offset": offset, "dtype": spec.dtypes[name]}
-    out["tensors"] = tensors
-    return out
+        tensors[name] = TensorView(shape=shape, strides=strides, storage_offset=offset, dtype=spec.dtypes[name])
+    return Counterexample(spec.to_dict(), tensors)
 
 
 def run_cell(
@@ -186,30 +161,24 @@ def run_cell(
     cell: str,
     *,
     backend: Backend | None = None,
-    profile: str = "ci",
+    config: RunConfig | None = None,
     seed: int | None = None,
-    max_examples: int | None = None,
-    on_example: Callable[[Spec], None] | None = None,
-    compile_budget: int | None = None,
+    observer: Observer = NO_OBSERVER,
 ) -> CellResult:
     """Search ``cell`` of ``subject`` and return its verdict.
 
     - ``backend``: where kernels run (default: the interpreter).
-    - ``profile``: ``dev``, ``ci`` or ``nightly`` (examples per cell, randomness, database).
+    - ``config``: the run's :class:`RunConfig` (profile, compile budget, examples).
     - ``seed``: a Hypothesis seed, for profiles that are not derandomized.
-    - ``on_example``: called with each spec before it runs (a flight recorder).
-    - ``compile_budget``: on CUDA, most new specializations the subject may
-      compile in this process (default: see :func:`resolve_compile_budget`); an example
-      that needs one more is discarded and counted, not failed.
+    - ``observer``: told of each example and of the cell's end (a flight recorder, a benchmark).
     """
     backend = backend or Backend()
-    if profile not in PROFILES:
-        raise InvalidArgument(f"run_cell: profile={profile!r}, expected one of {tuple(PROFILES)}")
+    config = config or RunConfig()
     contract = subject.contract
     base = dict(subject=subject.name, family=subject.family, cell=cell, expected_failure=subject.xfail)
     start = time.perf_counter()
-    budget = resolve_compile_budget(profile, compile_budget)
-    on_cuda = backend.name == "cuda"
+    budget = config.compile_budget
+    on_cuda = backend.compiles
     if _is_fixed_size(cell):  # not searched: paid from the compiles the search leaves for them
         return _run_fixed_size_cell(subject, cell, backend, budget, base, seed)
     reason = skip_reason(contract, cell, untestable_dtypes=backend.untestable)
@@ -218,8 +187,8 @@ def run_cell(
     if budget is not None:
         budget = max(1, budget - len(fixed_size_cells(contract, backend)))
     testable = tuple(d for d in ("float16", "bfloat16", "float32", "float64") if d not in backend.untestable)
-    p = PROFILES[profile]
-    strategy = specs(contract, cell=cell, dtypes=testable, max_elements=p["max_elements"], max_outer=p["max_outer"],
+    p = config.profile
+    strategy = specs(contract, cell=cell, dtypes=testable, max_elements=p.max_elements, max_outer=p.max_outer,
                      palette=on_cuda and budget is not None)
     counts: Counter[str] = Counter()
 
@@ -236,8 +205,7 @@ def run_cell(
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
         if counts[DISCARDED] >= MAX_DISCARDS + 3 * sum(n for k, n in counts.items() if k != DISCARDED):
             raise _StopSearch  # the compile budget is spent on kernels this cell keeps asking for
-        if on_example is not None:
-            on_example(spec)
+        observer.example_started(subject, cell, spec)
         try:
             verdict = run_example(subject, spec, backend, determinism=(cell == "determinism"))
         except BudgetExhausted:
@@ -252,8 +220,8 @@ def run_cell(
         counts[verdict] += 1
 
     probe._hypothesis_internal_add_digest = f"{subject.name}::{cell}".encode()  # distinct database keys
-    test = profile_settings(profile, max_examples=max_examples)(given(strategy)(probe))
-    if seed is not None and not PROFILES[profile]["derandomize"]:
+    test = profile_settings(config)(given(strategy)(probe))
+    if seed is not None and not p.derandomize:
         test = hypothesis_seed(seed)(test)
     with counting_compiles(enabled=on_cuda, subject=subject.name, budget=budget) as compiles:
         failure = _search(test, failures)
@@ -357,8 +325,7 @@ def _run_fixed_size_cell(subject: Subject, cell: str, backend: Backend, budget: 
         except BudgetExhausted as exc:
             result = CellResult(outcome="skipped", message=f"the compile budget was used before this cell: {exc}",
                                 duration_s=time.perf_counter() - start, **base)
-    result.compiles = compiles.count if compiles is not None else None
-    return result
+    return replace(result, compiles=compiles.count if compiles is not None else None)
 
 
 def _search(test: Callable[[], None], failures: dict[str, Violation]) -> Exception | None:

@@ -1,4 +1,9 @@
-"""Outcome classes for a cell, findings for an example, and the result of a cell."""
+"""The outcome table, findings for one example, and the typed, frozen result of a cell.
+
+:data:`OUTCOME_TABLE` is the one place an outcome class is defined: its
+letter in the matrix, its colour in the HTML, whether it passes, and what it
+maps to in Allure and JUnit.  Every report reads it from here.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,60 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["OUTCOMES", "PASSING", "FAILING", "Finding", "CellResult", "worst", "compile_error_kind",
-           "cuda_poison_kind"]
+__all__ = ["Outcome", "OUTCOME_TABLE", "OUTCOMES", "PASSING", "FAILING", "outcome", "Finding", "TensorView",
+           "Counterexample", "CellResult", "worst", "compile_error_kind", "cuda_poison_kind"]
 
-OUTCOMES = ("honoured", "rejected", "wrong", "unsafe", "crash", "compile-error", "timeout", "skipped")
-PASSING = ("honoured", "rejected", "skipped")
-FAILING = ("wrong", "unsafe", "crash", "compile-error", "timeout")
+
+@dataclass(frozen=True)
+class Outcome:
+    """One outcome class of a cell.
+
+    - ``letter``: its letter in the terminal and HTML matrix;
+    - ``colour``: its colour in the HTML report;
+    - ``passing``: whether the cell passes (a known-buggy subject's failing cell is xfail);
+    - ``allure``: Allure's status for it; ``junit``: how the JUnit XML shows it;
+    - ``summary``: one line for the report's legend.
+    """
+
+    name: str
+    letter: str
+    colour: str
+    passing: bool
+    allure: str
+    junit: str
+    summary: str
+
+
+OUTCOME_TABLE: tuple[Outcome, ...] = (
+    Outcome("honoured", "H", "#2e9d4f", True, "passed", "passed",
+            "every example inside the contract gave the right answer, safely"),
+    Outcome("rejected", "R", "#7cc0a0", True, "passed", "passed",
+            "the cell probed inputs outside the contract and the launcher refused each one cleanly"),
+    Outcome("wrong", "W", "#d62f2f", False, "failed", "failure",
+            "silently wrong numbers (or a result for an input it should have refused)"),
+    Outcome("unsafe", "U", "#8e2bb0", False, "failed", "failure",
+            "out-of-bounds write, unwritten output, read outside the inputs, or a mutated input"),
+    Outcome("crash", "C", "#e0701a", False, "broken", "failure",
+            "an exception, abort or lost CUDA context on an input inside the contract"),
+    Outcome("compile-error", "K", "#b5651d", False, "broken", "failure",
+            "the kernel failed to compile (shared memory, registers, static_assert, ptxas)"),
+    Outcome("timeout", "T", "#e0b21a", False, "broken", "failure", "the cell did not finish in time"),
+    Outcome("skipped", ".", "#d4d4d4", True, "skipped", "skipped",
+            "the cell does not apply to this contract or back end (the reason says why)"),
+)
+_BY_NAME = {o.name: o for o in OUTCOME_TABLE}
+OUTCOMES = tuple(o.name for o in OUTCOME_TABLE)
+PASSING = tuple(o.name for o in OUTCOME_TABLE if o.passing)
+FAILING = tuple(o.name for o in OUTCOME_TABLE if not o.passing)
+
+
+def outcome(name: str) -> Outcome:
+    """The :class:`Outcome` called ``name``; ValueError naming the known ones otherwise."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"outcome={name!r}, expected one of {OUTCOMES}") from None
+
 
 # Exception lines of a compile failure, as a traceback prints them: (pattern, finding kind).
 # The interpreter compiles nothing: there a failed tl.static_assert is the compile failure.
@@ -83,9 +136,61 @@ def worst(findings: list[Finding]) -> Finding | None:
     return min(findings, key=lambda f: rank.get(f.kind, len(rank)))
 
 
-@dataclass
+@dataclass(frozen=True)
+class TensorView:
+    """How one input sat in memory in a counterexample, as the launcher saw it."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    storage_offset: int
+    dtype: str
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TensorView":
+        return cls(shape=tuple(d["shape"]), strides=tuple(d["strides"]), storage_offset=int(d["storage_offset"]),
+                   dtype=str(d["dtype"]))
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """The example a failure was found at.
+
+    - ``spec``: what rebuilds it: a :class:`~triton_conformance.model.spec.Spec` as a
+      dict for searched cells, a seed and the last launch for a stochastic design,
+      the fixed plan of a large-index example;
+    - ``tensors``: each input's real shape, strides, storage offset and dtype;
+    - ``shrunk``: False when it is the example a dead worker was running, as recorded.
+    """
+
+    spec: dict[str, Any]
+    tensors: dict[str, TensorView] = field(default_factory=dict)
+    shrunk: bool = True
+
+    def __getitem__(self, key: str) -> Any:
+        """Read it as its JSON reads: ``counterexample["dims"]``, ``counterexample["tensors"]``."""
+        return self.to_dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.to_dict().get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.spec)
+        if self.tensors:
+            out["tensors"] = {n: asdict(v) for n, v in self.tensors.items()}
+        if not self.shrunk:
+            out["shrunk"] = False
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Counterexample":
+        spec = {k: v for k, v in d.items() if k not in ("tensors", "shrunk")}
+        tensors = {n: TensorView.from_dict(v) for n, v in (d.get("tensors") or {}).items()}
+        return cls(spec=spec, tensors=tensors, shrunk=d.get("shrunk", True))
+
+
+@dataclass(frozen=True)
 class CellResult:
-    """One cell's verdict, with the shrunk counterexample when it failed."""
+    """One cell's verdict, with the shrunk counterexample when it failed.  Changed with ``replace()``."""
 
     subject: str
     family: str
@@ -94,7 +199,7 @@ class CellResult:
     finding: str | None = None
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
-    counterexample: dict[str, Any] | None = None
+    counterexample: Counterexample | None = None
     reproducer: str | None = None
     examples: int = 0
     rejected_examples: int = 0
@@ -102,13 +207,23 @@ class CellResult:
     compiles: int | None = None
     expected_failure: str | None = None
 
+    def __post_init__(self) -> None:
+        outcome(self.outcome)  # an unknown outcome is a bug where the result was built
+        if isinstance(self.counterexample, dict):  # as read from JSON, or written by hand in a test
+            object.__setattr__(self, "counterexample", Counterexample.from_dict(self.counterexample))
+
     @property
     def passed(self) -> bool:
-        return self.outcome in PASSING
+        return _BY_NAME[self.outcome].passing
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["details"] = dict(self.details)
+        out["counterexample"] = self.counterexample.to_dict() if self.counterexample is not None else None
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CellResult":
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        fields["details"] = dict(fields.get("details") or {})
+        return cls(**fields)

@@ -129,52 +129,35 @@ def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN
         raise pytest.UsageError(str(exc)) from None
 
 
+# run_config's arguments and the options they come from.
+_RUN_OPTIONS = {"profile": "profile", "seed": "seed", "compile_budget": "compiles", "timeout": "timeout",
+                "isolation": "isolation"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: a triton-conformance contract cell")
     if not _enabled(config):
         return
     _pin_worker(config)
     from triton_conformance.conformance.backend import select_device
+    from triton_conformance.model.config import run_config
     from triton_conformance.plugin.session import ConformanceSession
 
     device, where = _option(config, "device")
     try:
         device = select_device(device, where=where)
+        options = {argument: _option(config, name) for argument, name in _RUN_OPTIONS.items()}
+        run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
+                         where={k: w for k, (_, w) in options.items()})
     except ConformanceUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    profile, where = _option(config, "profile")
-    if profile not in ("dev", "ci", "nightly"):
-        raise pytest.UsageError(f"{where}={profile!r}, expected one of ('dev', 'ci', 'nightly')")
-    budget, where = _option(config, "compiles")
-    if budget is not None:  # the runner reads it from the environment, in workers too
-        from triton_conformance.conformance.compiles import parse_budget
-
-        try:
-            parse_budget(budget, where)
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        os.environ["CONFORMANCE_COMPILES"] = str(budget)
-    seed_text, where = _option(config, "seed")
-    timeout_text, timeout_where = _option(config, "timeout")
-    try:
-        seed = int(seed_text) if seed_text not in (None, "") else None
-    except ValueError:
-        raise pytest.UsageError(f"{where}={seed_text!r}, expected an integer") from None
-    try:
-        timeout = float(timeout_text) if timeout_text not in (None, "", "0") else None
-    except ValueError:
-        raise pytest.UsageError(f"{timeout_where}={timeout_text!r}, expected a number of seconds") from None
-    isolation, where = _option(config, "isolation")
-    if isolation not in ("process", "none"):
-        raise pytest.UsageError(f"{where}={isolation!r}, expected 'process' or 'none'")
     results, _ = _option(config, "results")
-    session = ConformanceSession(config, device=device, profile=profile, results_path=results, seed=seed,
-                                 isolation=isolation, timeout=timeout)
+    session = ConformanceSession(config, run=run, results_path=results)
     try:
         session.load_subjects()
     except (ConformanceUsageError, InvalidContract) as exc:
         raise pytest.UsageError(str(exc)) from None
-    session.executor.sanitizer = _sanitizer(config, device, isolation)
+    session.executor.sanitizer = _sanitizer(config, run.device, run.isolation)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "triton_conformance_session")
     alluredir = config.getoption("allure_report_dir", None)  # set only when allure-pytest is active

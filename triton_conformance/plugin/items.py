@@ -27,7 +27,7 @@ class CellFailure(Exception):
 def format_result(result: CellResult) -> str:
     lines = [f"{result.subject}[{result.cell}]: {result.outcome.upper()} ({result.finding})", result.message]
     if result.counterexample:
-        lines += ["", "shrunk counterexample:", json.dumps(result.counterexample, indent=None)]
+        lines += ["", "shrunk counterexample:", json.dumps(result.counterexample.to_dict(), indent=None)]
     if result.reproducer:
         lines += ["", "reproducer:", result.reproducer]
     tb = result.details.get("traceback") if result.details else None
@@ -37,18 +37,18 @@ def format_result(result: CellResult) -> str:
 
 
 class ConformanceItem(pytest.Item):
-    def __init__(self, *, subject: Subject, cell: str, runner: Any, **kwargs: Any):
+    def __init__(self, *, subject: Subject, cell: str, owner: Any, **kwargs: Any):
         super().__init__(**kwargs)
         self.subject = subject
         self.cell = cell
-        self.runner = runner
+        self.owner = owner  # the ConformanceSession
         self.add_marker(pytest.mark.conformance)
 
     def runtest(self) -> None:
         seed = None
-        if self.runner.seed is not None:
-            seed = zlib.crc32(f"{self.runner.seed}:{self.nodeid}".encode())
-        result = self.runner.executor.run(self.subject, self.cell, seed=seed)
+        if self.owner.run.seed is not None:
+            seed = zlib.crc32(f"{self.owner.run.seed}:{self.nodeid}".encode())
+        result = self.owner.executor.run(self.subject, self.cell, seed=seed)
         self.user_properties.append((PROPERTY, result.to_dict()))
         # Plain strings for --junitxml, which writes each user property as a <property>.
         self.user_properties += [("conformance_subject", result.subject), ("conformance_cell", result.cell),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,27 +11,26 @@ import pytest
 from triton_conformance.plugin.items import PROPERTY, ConformanceItem
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.model.config import RunConfig
 
 __all__ = ["ConformanceSession"]
 
 
 class ConformanceSession:
-    def __init__(self, config: pytest.Config, *, device: str, profile: str, results_path: str,
-                 seed: int | None, isolation: str, timeout: float | None):
+    """A run's state: its :class:`RunConfig`, the subjects, the executor and the results as they arrive."""
+
+    def __init__(self, config: pytest.Config, *, run: RunConfig, results_path: str):
         from triton_conformance.workers.executor import CellExecutor
-        from triton_conformance.conformance.runner import PROFILES
 
         self.config = config
-        self.device = device
-        self.profile = profile
         self.results_path = results_path
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None and "conformance_seed" in workerinput:
-            seed = workerinput["conformance_seed"]
-        elif seed is None and not PROFILES[profile]["derandomize"]:
-            seed = random.randrange(2**32)
-        self.seed = seed
-        self.executor = CellExecutor(device=device, profile=profile, isolation=isolation, timeout=timeout)
+            run = replace(run, seed=workerinput["conformance_seed"])  # the controller's, so workers agree
+        elif run.seed is None and not run.profile.derandomize:
+            run = replace(run, seed=random.randrange(2**32))
+        self.run = run
+        self.executor = CellExecutor(run)
         self.results: dict[str, CellResult] = {}
         self.subjects: list = []
         self.is_worker = workerinput is not None
@@ -62,7 +62,7 @@ class ConformanceSession:
         for subject in self.subjects:
             for cell in cells_for(subject.contract):
                 items.append(ConformanceItem.from_parent(
-                    session, name=f"{subject.name}[{cell}]", subject=subject, cell=cell, runner=self))
+                    session, name=f"{subject.name}[{cell}]", subject=subject, cell=cell, owner=self))
 
     # -- results --------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -80,11 +80,11 @@ class ConformanceSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput["conformance_seed"] = self.seed
+        node.workerinput["conformance_seed"] = self.run.seed
 
     def pytest_report_header(self, config: pytest.Config) -> str:
-        seed = f", seed {self.seed}" if self.seed is not None else " (derandomized)"
-        return f"conformance: device {self.device}, profile {self.profile}{seed}, results {self.results_path}"
+        seed = f", seed {self.run.seed}" if self.run.seed is not None else " (derandomized)"
+        return f"conformance: device {self.run.device}, profile {self.run.profile.name}{seed}, results {self.results_path}"
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker:
@@ -95,8 +95,8 @@ class ConformanceSession:
         for line in matrix_lines(self.results.values()):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"results: {self.results_path}")
-        if self.seed is not None:
-            terminalreporter.write_line(f"reproduce this run with --conformance-seed={self.seed}")
+        if self.run.seed is not None:
+            terminalreporter.write_line(f"reproduce this run with --conformance-seed={self.run.seed}")
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.executor.close()
@@ -104,5 +104,5 @@ class ConformanceSession:
             return
         from triton_conformance.reports.results_json import environment, results_document, write_results
 
-        env = environment(device=self.device, profile=self.profile, seed=self.seed)
+        env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed)
         write_results(self.results_path, results_document(self.results.values(), env))

@@ -121,7 +121,7 @@ class AllureConformance:
         allure_commons.plugin_manager.register(self.status, name="triton_conformance_status")
 
     def _is_cell(self, item: pytest.Item) -> bool:
-        return hasattr(item, "subject") and hasattr(item, "cell") and getattr(item, "runner", None) is self.session
+        return hasattr(item, "subject") and hasattr(item, "cell") and getattr(item, "owner", None) is self.session
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if not self._is_cell(item):
@@ -135,10 +135,10 @@ class AllureConformance:
         allure.dynamic.parent_suite(subject.family)
         allure.dynamic.suite(subject.name)
         allure.dynamic.sub_suite(cell.partition(":")[0])
-        for name, value in (("subject", subject.name), ("cell", cell), ("device", self.session.device),
-                            ("profile", self.session.profile)):
+        for name, value in (("subject", subject.name), ("cell", cell), ("device", self.session.run.device),
+                            ("profile", self.session.run.profile.name)):
             allure.dynamic.parameter(name, value)
-        seed = self.session.seed if self.session.seed is not None else "derandomized"
+        seed = self.session.run.seed if self.session.run.seed is not None else "derandomized"
         allure.dynamic.parameter("seed", seed, excluded=True)
         allure.dynamic.parameter("host", socket.gethostname(), excluded=True)
 
@@ -171,7 +171,7 @@ class AllureConformance:
         os.makedirs(self.alluredir, exist_ok=True)
         with open(os.path.join(self.alluredir, "categories.json"), "w", encoding="utf-8") as fh:
             json.dump(categories(), fh, indent=1)
-        env = environment(device=self.session.device, profile=self.session.profile, seed=self.session.seed)
+        env = environment(device=self.session.run.device, profile=self.session.run.profile.name, seed=self.session.run.seed)
         with open(os.path.join(self.alluredir, "environment.properties"), "w", encoding="utf-8") as fh:
             fh.write(environment_properties(env))
 

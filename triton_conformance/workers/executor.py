@@ -11,6 +11,9 @@ Whatever the worker reports, or fails to report, becomes the cell's result:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult, Finding, compile_error_kind, cuda_poison_kind
 from triton_conformance.model.subject import Subject
 
@@ -31,13 +34,11 @@ def classify(result: CellResult) -> CellResult:
     text = f"{(result.details or {}).get('traceback') or ''}\n{result.message}"
     kind = compile_error_kind(text)
     if kind is not None:
-        result.details = dict(result.details or {}, raised_as=result.finding)
-        result.outcome, result.finding = "compile-error", kind
-        return result
+        return replace(result, outcome="compile-error", finding=kind,
+                       details=dict(result.details, raised_as=result.finding))
     poison = cuda_poison_kind(text)
     if poison is not None:
-        result.details = dict(result.details or {}, raised_as=result.finding)
-        result.finding = poison
+        return replace(result, finding=poison, details=dict(result.details, raised_as=result.finding))
     return result
 
 
@@ -48,18 +49,14 @@ class CellExecutor:
     runs every cell in its own worker under compute-sanitizer.
     """
 
-    def __init__(self, *, device: str, profile: str, isolation: str = "process", timeout: float | None = None,
-                 sanitizer=None):
-        self.device = device
-        self.profile = profile
-        self.isolation = isolation
-        self.timeout = timeout
+    def __init__(self, config: RunConfig, *, sanitizer=None):
+        self.config = config
         self.sanitizer = sanitizer
         self._pool = None
         self._backend = None
 
     def run(self, subject: Subject, cell: str, *, seed: int | None = None) -> CellResult:
-        if self.isolation == "none":
+        if self.config.isolation == "none":
             return classify(self._run_here(subject, cell, seed))
         result = classify(self._run_isolated(subject, cell, seed))
         if self.sanitizer is not None:
@@ -74,8 +71,8 @@ class CellExecutor:
         from triton_conformance.conformance.runner import run_cell
 
         if self._backend is None:
-            self._backend = current_backend(self.device)
-        return run_cell(subject, cell, backend=self._backend, profile=self.profile, seed=seed)
+            self._backend = current_backend(self.config.device)
+        return run_cell(subject, cell, backend=self._backend, config=self.config, seed=seed)
 
     def _new_pool(self):  # noqa: ANN202
         import os
@@ -83,24 +80,25 @@ class CellExecutor:
         from triton_conformance.workers.isolation import WorkerPool
 
         if self.sanitizer is None:
-            return WorkerPool(self.device)
+            return WorkerPool(self.config.device)
         from triton_conformance.workers.sanitizer import SANITIZER_ENV
 
-        return WorkerPool(self.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix)
+        return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix)
 
     def _run_isolated(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
         if self._pool is None:
             self._pool = self._new_pool()
-        request = {"op": "run_cell", "subject": subject.name, "cell": cell, "profile": self.profile,
+        request = {"op": "run_cell", "subject": subject.name, "cell": cell, "config": self.config,
                    "seed": seed, "modules": [subject.module]}
-        status, value, last_spec = self._pool.call(request, self.timeout)
+        status, value, last_spec = self._pool.call(request, self.config.timeout)
         if status == "result":
             result = CellResult.from_dict(value)
             if result.outcome in RETIRE_AFTER or "context_lost" in result.details:
                 self._pool.retire()
             if "context_lost" in result.details and result.passed:
-                result.outcome, result.finding = "crash", cuda_poison_kind(result.details["context_lost"])
-                result.message = f"the CUDA context was lost in this cell: {result.details['context_lost']}"
+                lost = result.details["context_lost"]
+                result = replace(result, outcome="crash", finding=cuda_poison_kind(lost),
+                                 message=f"the CUDA context was lost in this cell: {lost}")
             return result
         # The worker did not answer with a result: whatever state it is in, replace it.
         self._pool.retire()
@@ -111,24 +109,24 @@ class CellExecutor:
         outcome, kind = {"died": ("crash", "process-died"), "timeout": ("timeout", "timeout"),
                          "error": ("crash", "harness-error")}[status]
         result = self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
-        if status == "error":
-            result.details = {"traceback": str(value)}
-        return result
+        return replace(result, details={"traceback": str(value)}) if status == "error" else result
 
     def _lost_cell(self, subject: Subject, cell: str, finding: Finding, last_spec: dict | None) -> CellResult:
         """A cell whose worker never answered: recorded with the example it was running."""
         result = CellResult(subject=subject.name, family=subject.family, cell=cell, outcome=finding.outcome,
-                            finding=finding.kind, message=finding.message, counterexample=last_spec,
-                            expected_failure=subject.xfail)
-        if last_spec is not None:
-            from triton_conformance.conformance.checks import Backend
-            from triton_conformance.conformance.replay import reproducer
-            from triton_conformance.model.spec import Spec
+                            finding=finding.kind, message=finding.message, expected_failure=subject.xfail)
+        if last_spec is None:
+            return result
+        from triton_conformance.conformance.backend import Backend
+        from triton_conformance.conformance.replay import reproducer
+        from triton_conformance.model.outcomes import Counterexample
+        from triton_conformance.model.spec import Spec
 
-            backend = Backend(name="cuda" if self.device == "cuda" else "interpreter")
-            result.reproducer = reproducer(subject, cell, Spec.from_dict(last_spec), finding, backend)
-            result.message += "\n(the spec shown is the example running when it happened; it is not shrunk)"
-        return result
+        backend = Backend(name=self.config.device)
+        return replace(result, counterexample=Counterexample(last_spec, shrunk=False),
+                       reproducer=reproducer(subject, cell, Spec.from_dict(last_spec), finding, backend),
+                       message=result.message + "\n(the spec shown is the example running when it happened; "
+                                                "it is not shrunk)")
 
     def close(self) -> None:
         if self._pool is not None:

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.errors import ConformanceUsageError
@@ -184,13 +184,12 @@ def fold_into(result: CellResult, report: SanitizerReport | None) -> CellResult:
     """
     if report is None:
         return result
-    result.details = dict(result.details or {}, sanitizer=report.to_dict())
+    result = replace(result, details=dict(result.details, sanitizer=report.to_dict()))
     if not report.records or result.outcome in ("timeout", "compile-error"):
         return result
     first = report.records[0]
     before = f"{result.outcome} ({result.finding})" if result.outcome not in ("honoured", "rejected") else ""
-    result.outcome, result.finding = "unsafe", first.kind
     more = f" (+{len(report.records) - 1} more)" if len(report.records) > 1 else ""
-    result.message = (f"compute-sanitizer {first.kind}: {first.describe()}{more}"
-                      + (f"\nthe battery alone saw: {before}: {result.message}" if before else ""))
-    return result
+    return replace(result, outcome="unsafe", finding=first.kind,
+                   message=(f"compute-sanitizer {first.kind}: {first.describe()}{more}"
+                            + (f"\nthe battery alone saw: {before}: {result.message}" if before else "")))

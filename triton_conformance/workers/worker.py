@@ -17,22 +17,10 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from dataclasses import replace
 
 # Exit status of a worker that lost its CUDA context (it has told the pool why).
 EXIT_POISONED = 3
-
-
-def context_lost(backend_name: str) -> str | None:
-    """The error text if this process's CUDA context is unusable, else None (always None off CUDA)."""
-    if backend_name != "cuda":
-        return None
-    import torch
-
-    try:
-        torch.cuda.synchronize()
-    except Exception as exc:  # noqa: BLE001 - torch.AcceleratorError, RuntimeError: any failure here is fatal
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 def _exit_poisoned(outbox: int, error: str, spec: dict | None) -> None:
@@ -51,22 +39,23 @@ def open_channels(argv: list[str]) -> tuple[int, int]:
     return inbox, outbox
 
 
-class _FlightRecorder:
-    """``on_example`` for a cell: reports each example before it runs, and exits once the context is lost."""
+def _flight_recorder(outbox: int, backend):  # noqa: ANN001, ANN202
+    """An observer that reports each example before it runs, and exits once the context is lost."""
+    from triton_conformance.conformance.observe import Observer
+    from triton_conformance.workers.isolation import send
 
-    def __init__(self, outbox: int, backend_name: str):
-        self.outbox, self.backend_name = outbox, backend_name
-        self.spec: dict | None = None
+    class FlightRecorder(Observer):
+        spec: dict | None = None
 
-    def __call__(self, spec) -> None:  # noqa: ANN001 - a strategies Spec
-        from triton_conformance.workers.isolation import send
+        def example_started(self, subject, cell, spec) -> None:  # noqa: ANN001
+            # The previous example ran to completion: if the context is gone now, that example did it.
+            lost = backend.context_lost()
+            if lost is not None:
+                _exit_poisoned(outbox, lost, self.spec)
+            self.spec = spec.to_dict()
+            send(outbox, {"type": "example", "spec": self.spec})
 
-        # The previous example ran to completion: if the context is gone now, that example did it.
-        lost = context_lost(self.backend_name)
-        if lost is not None:
-            _exit_poisoned(self.outbox, lost, self.spec)
-        self.spec = spec.to_dict()
-        send(self.outbox, {"type": "example", "spec": self.spec})
+    return FlightRecorder()
 
 
 def main(argv: list[str]) -> int:
@@ -98,21 +87,18 @@ def main(argv: list[str]) -> int:
                 for module in request.get("modules", ()):
                     importlib.import_module(module)
                 subject = get_subject(request["subject"])
-                recorder = _FlightRecorder(outbox, backend.name)
+                recorder = _flight_recorder(outbox, backend)
                 try:
-                    result = run_cell(
-                        subject, request["cell"], backend=backend, profile=request["profile"],
-                        seed=request.get("seed"), max_examples=request.get("max_examples"),
-                        on_example=recorder,
-                    )
+                    result = run_cell(subject, request["cell"], backend=backend, config=request["config"],
+                                      seed=request.get("seed"), observer=recorder)
                 except Exception:
-                    lost = context_lost(backend.name)
+                    lost = backend.context_lost()
                     if lost is not None:
                         _exit_poisoned(outbox, lost + "\n" + traceback.format_exc()[-2000:], recorder.spec)
                     raise
-                lost = context_lost(backend.name)
+                lost = backend.context_lost()
                 if lost is not None:  # the cell's last example (or its shrinking) lost the context
-                    result.details["context_lost"] = lost
+                    result = replace(result, details=dict(result.details, context_lost=lost))
                 send(outbox, {"type": "result", "value": result.to_dict()})
                 if lost is not None:
                     os._exit(EXIT_POISONED)

@@ -51,8 +51,8 @@ __all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "run_stoc
 
 def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = None):
     """Run one ``stochastic:*`` cell and return its CellResult."""
-    from triton_conformance.conformance.checks import Backend
-    from triton_conformance.model.outcomes import CellResult
+    from triton_conformance.conformance.backend import Backend
+    from triton_conformance.model.outcomes import CellResult, Counterexample
 
     backend = backend or Backend()
     name = cell.partition(":")[2]
@@ -88,7 +88,7 @@ def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = 
     if backend.name == "interpreter":
         repro = 'import os\nos.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported\n' + repro
     elapsed = time.perf_counter() - start
-    counterexample = {"seed": seed, "last_launch": experiment.last}
+    counterexample = Counterexample({"seed": seed, "last_launch": experiment.last})
     if failure is not None:
         outcome = "crash" if failure.kind in ("exception", "unclean-rejection") else "wrong"
         details.update(failure.details)

@@ -1,0 +1,135 @@
+"""The frozen configuration of a run: device, profile, seed, budgets and timeouts.
+
+Built once from the options (:func:`run_config`), validated there, and sent
+as it is to every worker process: no setting travels through the
+environment.  Profiles are plain data here; the engine turns one into
+Hypothesis settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from triton_conformance.errors import ConformanceUsageError
+
+__all__ = ["Profile", "PROFILES", "RunConfig", "run_config", "profile_named", "parse_budget", "DEVICES",
+           "ISOLATIONS"]
+
+DEVICES = ("interpreter", "cuda")
+ISOLATIONS = ("process", "none")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How hard a cell is searched.
+
+    - ``max_examples``: examples per searched cell;
+    - ``derandomize``: the same examples on every run and machine (``seed`` is ignored);
+    - ``max_elements`` / ``max_outer``: caps on each input's elements and on every dim but the widest;
+    - ``database``: Hypothesis's example database directory (failures are replayed first), or None;
+    - ``compile_budget``: most new Triton specializations a subject may compile on CUDA (None: no limit);
+    - ``shrink_calls``: kernel runs the shrinker may spend after the first failure; counted, not
+      timed, so which failure is reported does not depend on the machine's speed.
+    """
+
+    name: str
+    max_examples: int
+    derandomize: bool
+    max_elements: int
+    max_outer: int
+    database: str | None = None
+    compile_budget: int | None = None
+    shrink_calls: int = 100
+
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (
+    Profile("dev", max_examples=10, derandomize=False, max_elements=1 << 12, max_outer=16),
+    Profile("ci", max_examples=10, derandomize=True, max_elements=1 << 12, max_outer=16),
+    Profile("nightly", max_examples=30, derandomize=False, max_elements=1 << 18, max_outer=512,
+            database=".conformance/examples", compile_budget=16),
+)}
+
+
+def profile_named(name: str, where: str = "profile") -> Profile:
+    """The profile called ``name``; ConformanceUsageError naming ``where`` otherwise."""
+    if name not in PROFILES:
+        raise ConformanceUsageError(f"{where}={name!r}, expected one of {tuple(PROFILES)}")
+    return PROFILES[name]
+
+
+def parse_budget(value: Any, where: str = "compile budget") -> int | None:
+    """A compile budget from an option value: a positive int, or None for 0 / empty / None (no limit)."""
+    if value in (None, "", "0", 0):
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = -1
+    if n < 0 or isinstance(value, bool):
+        raise ConformanceUsageError(f"{where}={value!r}, expected a non-negative number of compilations "
+                                    "(0: no limit)")
+    return n
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a cell's run depends on besides the subject: the same in every process of a run."""
+
+    device: str = "interpreter"
+    profile: Profile = PROFILES["ci"]
+    seed: int | None = None
+    compile_budget: int | None = None
+    timeout: float | None = 300.0
+    isolation: str = "process"
+    max_examples: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ConformanceUsageError(f"RunConfig: device={self.device!r}, expected one of {DEVICES}")
+        if self.isolation not in ISOLATIONS:
+            raise ConformanceUsageError(f"RunConfig: isolation={self.isolation!r}, expected one of {ISOLATIONS}")
+
+    @property
+    def examples(self) -> int:
+        return self.max_examples or self.profile.max_examples
+
+    @property
+    def compiles(self) -> bool:
+        """Whether kernels compile here (and so are counted against the budget)."""
+        return self.device == "cuda"
+
+
+def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = None, compile_budget: Any = None,
+               timeout: Any = "300", isolation: str = "process", max_examples: int | None = None,
+               where: dict[str, str] | None = None) -> RunConfig:
+    """A validated RunConfig from option values (strings as given); each error names where the value came from.
+
+    - ``device``: already resolved (``auto`` is resolved by the back end, before kernels are imported);
+    - ``compile_budget``: None for the profile's, 0 for no limit;
+    - ``timeout``: seconds a cell may run, a positive number;
+    - ``max_examples``: examples per searched cell instead of the profile's.
+    """
+    where = where or {}
+    p = profile_named(profile, where.get("profile", "profile"))
+    try:
+        seed_value = int(seed) if seed not in (None, "") else None
+    except (TypeError, ValueError):
+        raise ConformanceUsageError(f"{where.get('seed', 'seed')}={seed!r}, expected an integer") from None
+    budget = p.compile_budget if compile_budget in (None, "") else parse_budget(
+        compile_budget, where.get("compile_budget", "compile_budget"))
+    try:
+        seconds = float(timeout) if timeout not in (None, "") else None
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if seconds is not None and not seconds > 0:
+        raise ConformanceUsageError(f"{where.get('timeout', 'timeout')}={timeout!r}, expected a positive number "
+                                    "of seconds")
+    if isolation not in ISOLATIONS:
+        raise ConformanceUsageError(f"{where.get('isolation', 'isolation')}={isolation!r}, expected one of "
+                                    f"{ISOLATIONS}")
+    if max_examples is not None and not (isinstance(max_examples, int) and max_examples > 0):
+        raise ConformanceUsageError(f"{where.get('max_examples', 'max_examples')}={max_examples!r}, expected a "
+                                    "positive int")
+    return RunConfig(device=device, profile=p, seed=seed_value, compile_budget=budget, timeout=seconds,
+                     isolation=isolation, max_examples=max_examples)

@@ -73,6 +73,7 @@ def _gpus(config: pytest.Config) -> list[str]:
     return gpus
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist is optional: without it this hook has no spec
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on cuda: one worker per GPU (xdist's default counts CPUs)."""
     if not _enabled(config):

@@ -1,0 +1,142 @@
+"""An interpreter compatibility layer: what real kernels need before they run on the CPU.
+
+Under ``TRITON_INTERPRET=1`` kernels from real libraries trip over the
+interpreter (libdevice functions return None, ``@triton.autotune`` wants a
+driver, launchers ask the GPU for its SM count or allocate on ``cuda``...),
+and bf16 arithmetic is computed on raw bit patterns.  Each of those is one
+named shim here; :func:`install` applies them (all by default), only under
+the interpreter, idempotently, and :func:`uninstall` takes them off again.
+
+This module is torch-free until :func:`install` runs: the names, their
+descriptions (:data:`SHIMS`) and :class:`TargetDevice` can be imported by the
+configuration without loading torch or triton.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Iterable
+
+from triton_conformance.compat._patch import Patch
+from triton_conformance.compat.target import DEFAULT_TARGET, TargetDevice
+from triton_conformance.errors import ConformanceUsageError
+
+__all__ = ["SHIMS", "TargetDevice", "DEFAULT_TARGET", "install", "uninstall", "installed", "current_target",
+           "interpreter_active", "surviving_configs", "pin_config"]
+
+# name -> one line for the report header.  The order is the order shims are applied in.
+SHIMS: dict[str, str] = {
+    "libdevice": "triton.language.extra.libdevice functions (None under the interpreter) computed with numpy",
+    "autotune": "@triton.autotune: the autotuner's own pruning, then the first surviving config, untimed",
+    "device_context": "torch.cuda.device(...) / torch.cpu.device(...) contexts are no-ops for CPU tensors",
+    "device_properties": "torch.cuda capability/property/name queries and triton's driver.active answered "
+                         "from the declared target device",
+    "cuda_allocations": "device='cuda' in torch factories, .to('cuda') and .cuda() allocate on the CPU "
+                        "(only where torch has no CUDA)",
+    "float_scalars": "Python float kernel arguments become fp32 scalars, as the compiler specializes them",
+    "loop_vars": "`for i in range(...)` / tl.range loop variables are int32 tensors, as when compiled",
+    "bf16": "bf16 arithmetic, casts, dot, reductions and scans decoded to fp32 and rounded to nearest even",
+}
+
+_APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn) in {
+    "libdevice": ("libdevice", "apply"),
+    "autotune": ("autotune", "apply"),
+    "device_context": ("devices", "apply_device_context"),
+    "device_properties": ("devices", "apply_device_properties"),
+    "cuda_allocations": ("devices", "apply_cuda_allocations"),
+    "float_scalars": ("quirks", "apply_float_scalars"),
+    "loop_vars": ("quirks", "apply_loop_vars"),
+    "bf16": ("bf16", "apply"),
+}.items()}
+
+_installed: dict[str, Patch] = {}
+_target: TargetDevice | None = None
+
+
+def interpreter_active() -> bool:
+    """Whether this process runs kernels through the Triton interpreter."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _names(names: Iterable[str] | None, where: str) -> tuple[str, ...]:
+    if names is None:
+        return tuple(SHIMS)
+    if isinstance(names, str):
+        names = (names,)
+    wanted = tuple(dict.fromkeys(names))
+    unknown = [n for n in wanted if n not in SHIMS]
+    if unknown:
+        raise ConformanceUsageError(f"{where}: unknown compat shim(s) {unknown}, expected some of {tuple(SHIMS)}")
+    return tuple(n for n in SHIMS if n in wanted)
+
+
+def install(names: Iterable[str] | None = None, *, target: TargetDevice = DEFAULT_TARGET) -> tuple[str, ...]:
+    """Apply the named shims (all when None) and return the names of those now applied, in :data:`SHIMS` order.
+
+    Nothing happens off the interpreter (returns ``()``).  A shim already applied
+    is left as it is, unless ``target`` changed (the device ones are then
+    re-applied for the new target).  Call it before subject modules are imported:
+    kernels that bind ``from triton.language.extra.libdevice import exp`` earlier
+    are still served at launch, but device queries a module makes at import time
+    are answered only if the layer is in place by then.
+    """
+    global _target
+    if not isinstance(target, TargetDevice):
+        raise ConformanceUsageError(f"compat.install: target={target!r}, expected a TargetDevice")
+    wanted = _names(names, "compat.install")
+    if not interpreter_active():
+        return ()
+    if _target is not None and target != _target:
+        uninstall([n for n in ("device_properties",) if n in _installed])
+    _target = target
+    for name in wanted:
+        if name in _installed:
+            continue
+        module, fn = _APPLY[name].split(":")
+        patch = Patch(name)
+        try:
+            getattr(importlib.import_module(module), fn)(patch, target)
+        except BaseException:
+            patch.restore()
+            raise
+        _installed[name] = patch
+    return tuple(n for n in SHIMS if n in _installed and n in wanted)
+
+
+def uninstall(names: Iterable[str] | None = None) -> tuple[str, ...]:
+    """Take the named shims (all when None) off again; returns the names removed."""
+    global _target
+    wanted = _names(names, "compat.uninstall")
+    removed = []
+    for name in reversed(tuple(SHIMS)):
+        if name in wanted and name in _installed:
+            _installed.pop(name).restore()
+            removed.append(name)
+    if not _installed:
+        _target = None
+    return tuple(n for n in SHIMS if n in removed)
+
+
+def installed() -> tuple[str, ...]:
+    """The names of the shims applied now, in :data:`SHIMS` order."""
+    return tuple(n for n in SHIMS if n in _installed)
+
+
+def current_target() -> TargetDevice | None:
+    """The target device the applied shims answer for (None when none is applied)."""
+    return _target
+
+
+def surviving_configs(kernel):  # noqa: ANN001, ANN201 - triton types stay out of this module's imports
+    """The configs an ``@triton.autotune`` kernel kept after its own pruning at its last launch (see compat.autotune)."""
+    from triton_conformance.compat.autotune import surviving_configs as survivors
+
+    return survivors(kernel)
+
+
+def pin_config(kernel, index: int):  # noqa: ANN001, ANN201
+    """Context manager: launches of ``kernel`` run its ``index``-th surviving config (see compat.autotune)."""
+    from triton_conformance.compat.autotune import pin_config as pin
+
+    return pin(kernel, index)

@@ -1,0 +1,80 @@
+"""``@triton.autotune`` under the interpreter: prune as the autotuner would, run one config, time nothing.
+
+The autotuner benchmarks through ``driver.active`` ("0 active drivers" on a
+CPU machine), and timing interpreted programs would say nothing about the GPU
+anyway.  With this shim ``Autotuner.prune_configs`` runs the kernel's own
+pruning (``prune_configs_by``: ``early_config_prune``, then ``perf_model`` /
+``top_k``) and keeps one survivor -- the first, or the one :func:`pin_config`
+names -- so ``Autotuner.run`` takes its single-config path and benchmarks
+nothing.  Every survivor is recorded: :func:`surviving_configs` gives them,
+so each can be tested as its own variant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from triton_conformance.compat._patch import Patch
+from triton_conformance.compat.target import TargetDevice
+from triton_conformance.errors import InvalidArgument
+
+__all__ = ["apply", "surviving_configs", "pin_config"]
+
+_SURVIVORS = "_compat_surviving_configs"
+_PIN = "_compat_pinned_config"
+
+
+def _autotuner(kernel: Any) -> Any:
+    from triton.runtime.autotuner import Autotuner
+
+    k = kernel
+    while k is not None and not isinstance(k, Autotuner):
+        k = getattr(k, "fn", None)  # an @triton.heuristics wrapper around the autotuner
+    if k is None:
+        raise InvalidArgument(f"kernel={kernel!r}, expected an @triton.autotune kernel")
+    return k
+
+
+def surviving_configs(kernel: Any) -> tuple:
+    """The configs ``kernel`` kept after its own pruning at its last launch (a 1-config kernel: that config).
+
+    Empty before the first launch (pruning may depend on the arguments).
+    """
+    tuner = _autotuner(kernel)
+    if len(tuner.configs) == 1:
+        return tuple(tuner.configs)
+    return tuple(getattr(tuner, _SURVIVORS, ()))
+
+
+@contextlib.contextmanager
+def pin_config(kernel: Any, index: int) -> Iterator[None]:
+    """Launches of ``kernel`` inside the block run its ``index``-th surviving config (not the first)."""
+    tuner = _autotuner(kernel)
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise InvalidArgument(f"pin_config: index={index!r}, expected a non-negative int")
+    previous = getattr(tuner, _PIN, None)
+    setattr(tuner, _PIN, index)
+    tuner.cache.clear()  # the choice is cached by tuning key
+    try:
+        yield
+    finally:
+        setattr(tuner, _PIN, previous)
+        tuner.cache.clear()
+
+
+def apply(patch: Patch, target: TargetDevice) -> None:
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.prune_configs
+
+    def prune_configs(self: Any, kwargs: dict, *args: Any, **more: Any) -> list:
+        survivors = list(original(self, kwargs, *args, **more))
+        setattr(self, _SURVIVORS, tuple(survivors))
+        index = getattr(self, _PIN, None) or 0
+        if index >= len(survivors):
+            raise InvalidArgument(f"pin_config: index={index} but {self.base_fn.__name__} kept "
+                                  f"{len(survivors)} config(s) after pruning")
+        return [survivors[index]]
+
+    patch.set(Autotuner, "prune_configs", prune_configs)

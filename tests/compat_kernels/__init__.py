@@ -1,0 +1,1 @@
+"""Kernels for tests/cover/test_compat.py (the interpreter compatibility layer)."""

@@ -53,6 +53,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     device, _ = _option(early_config, "device")
     if device == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
+        from triton_conformance import compat
+
+        compat.install()  # the interpreter compatibility layer, before a conftest imports a kernel
 
 
 def _gpus(config: pytest.Config) -> list[str]:
@@ -147,6 +150,10 @@ def pytest_configure(config: pytest.Config) -> None:
     device, where = _option(config, "device")
     try:
         device = select_device(device, where=where)
+        if device == "interpreter":  # 'auto' resolved here; install() is idempotent
+            from triton_conformance import compat
+
+            compat.install()
         options = {argument: _option(config, name) for argument, name in _RUN_OPTIONS.items()}
         run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
                          where={k: w for k, (_, w) in options.items()})

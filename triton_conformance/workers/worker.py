@@ -69,6 +69,10 @@ def main(argv: list[str]) -> int:
     from triton_conformance.conformance.backend import current_backend, select_device
 
     device = select_device(init["device"])  # before any kernel module is imported
+    if device == "interpreter":  # the compat layer, also before kernel modules (None: every shim)
+        from triton_conformance import compat
+
+        compat.install(init.get("compat_shims"))
     import importlib
 
     from triton_conformance.conformance.runner import run_cell

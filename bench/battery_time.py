@@ -28,6 +28,8 @@ def main() -> int:
     parser.add_argument("--workers", default="2")
     parser.add_argument("--results", default=os.path.join(ROOT, "conformance-results", "battery.json"))
     parser.add_argument("--plugin", action="store_true", help="load the plugin with -p (package not installed)")
+    parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression: only these cells "
+                        "(e.g. 'add and layout' for a quick run)")
     args = parser.parse_args()
     walls = []
     for i in range(args.runs):
@@ -38,12 +40,18 @@ def main() -> int:
             cmd += ["-p", "triton_conformance.plugin"]
         if args.workers not in ("0", "1"):
             cmd += ["-n", args.workers]
+        if args.keyword:
+            cmd += ["-k", args.keyword]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
         walls.append(time.perf_counter() - t0)
-        print(f"run {i + 1}: {walls[-1]:.1f} s wall, exit {proc.returncode}: {proc.stdout.strip().splitlines()[-1]}")
+        last = (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-500:]])[-1]
+        print(f"run {i + 1}: {walls[-1]:.1f} s wall, exit {proc.returncode}: {last}")
     print(f"median wall time over {len(walls)} run(s): {statistics.median(walls):.1f} s")
-    doc = json.load(open(args.results))
+    if not os.path.exists(args.results):
+        raise SystemExit(f"pytest wrote no results at {args.results}: {(proc.stdout + proc.stderr)[-3000:]}")
+    with open(args.results) as f:
+        doc = json.load(f)
     per_subject = collections.defaultdict(lambda: [0.0, 0, 0])
     for r in doc["results"]:
         row = per_subject[r["subject"]]

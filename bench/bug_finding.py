@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     from bench.testers.report import bug_table, summary_table
     from bench.testers.summary import detection_status, summarize
     from triton_conformance import get_subject
-    from triton_conformance.conformance.cells import skip_reason
+    from triton_conformance.conformance.kinds import kind_of
 
     if args.from_json:
         return resummarize(args)
@@ -172,8 +172,9 @@ def main(argv=None) -> int:
         if kind == "detect":
             _, cell, outcome, finding = meta[subject]
             contract = get_subject(subject).contract
+            cell_kind, value = kind_of(cell)
             record.update(bug=subject, intended_cell=cell, expected=f"{outcome}/{finding}",
-                          detectable=skip_reason(contract, cell, untestable_dtypes=backend.untestable) is None)
+                          detectable=cell_kind.skip_reason(contract, value, backend) is None)
             detections.append(record)
             print(f"[detect] {tester:8s} {subject:40s} {status:8s} {record.get('case')} "
                   f"{record.get('seconds') or 0:.2f}s size={record.get('size')}", flush=True)

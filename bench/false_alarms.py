@@ -28,6 +28,8 @@ def main() -> int:
     parser.add_argument("--profile", default="dev", help="a non-derandomized profile, so seeds matter")
     parser.add_argument("--device", default="interpreter")
     parser.add_argument("--plugin", action="store_true", help="load the plugin with -p (package not installed)")
+    parser.add_argument("-k", dest="keyword", default=None, help="pytest -k expression: only these cells "
+                        "(e.g. 'add and layout' for a quick run)")
     args = parser.parse_args()
     alarms, cells, known = [], 0, 0
     rng = random.SystemRandom()
@@ -41,9 +43,15 @@ def main() -> int:
             cmd += ["-p", "triton_conformance.plugin"]
         if args.workers not in ("0", "1"):
             cmd += ["-n", args.workers]
+        if args.keyword:
+            cmd += ["-k", args.keyword]
         t0 = time.perf_counter()
-        subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        doc = json.load(open(out))
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+        if not os.path.exists(out):
+            raise SystemExit(f"run {i + 1}: pytest wrote no results (exit {proc.returncode}):\n"
+                             f"{(proc.stdout + proc.stderr)[-3000:]}")
+        with open(out) as f:
+            doc = json.load(f)
         bad = [r for r in doc["results"] if r["outcome"] not in ("honoured", "rejected", "skipped")]
         real = [r for r in bad if not r["expected_failure"]]
         cells += len(doc["results"])

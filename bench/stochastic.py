@@ -35,7 +35,7 @@ def _setup(device: str, name: str):
     import importlib
 
     from triton_conformance.conformance.backend import current_backend
-    from triton_conformance.conformance.cells import cells_for
+    from triton_conformance.conformance.kinds import cells_for
     from triton_conformance.model.subject import get_subject
 
     importlib.import_module(SUBJECTS[name])
@@ -44,20 +44,26 @@ def _setup(device: str, name: str):
     return subject, cells, current_backend(device)
 
 
+def _run(subject, cell: str, backend, seed: int):
+    """One stochastic cell through the runner, as the battery runs it (its duration_s is the runner's)."""
+    from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.model.config import run_config
+
+    return run_cell(subject, cell, backend=backend, config=run_config(device=backend.name), seed=seed)
+
+
 def _runs(device: str, names: list[str], seeds: list[int], threads: int = 0) -> list[tuple]:
     if threads:  # one torch thread pool per job, or the jobs' pools fight over the cores
         import torch
 
         torch.set_num_threads(threads)
-    from triton_conformance.conformance.stochastic import run_stochastic_cell
-
     rows = []
     t0 = time.perf_counter()
     for name in names:
         subject, cells, backend = _setup(device, name)
         for seed in seeds:
             for cell in cells:
-                r = run_stochastic_cell(subject, cell, backend=backend, seed=seed)
+                r = _run(subject, cell, backend, seed)
                 smallest = min((t["p_value"] for t in r.details.get("tests", [])), default=1.0)
                 rows.append((seed, f"{name}[{cell}]", r.outcome, r.message, r.duration_s, smallest))
     print(f"job of {len(seeds)} seeds done in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -65,12 +71,12 @@ def _runs(device: str, names: list[str], seeds: list[int], threads: int = 0) -> 
 
 
 def cost(args) -> int:
-    from triton_conformance.conformance.stochastic import plan_for
+    from triton_conformance.conformance.kinds import stochastic_plan
 
     worst = 0.0
     for name in args.subjects.split(","):
         subject, cells, backend = _setup(args.device, name)
-        plan = plan_for(subject.contract)
+        plan = stochastic_plan(subject.contract)
         print(f"\n{name} on {backend.name}, {os.cpu_count()} CPUs; {plan.describe()}")
         print("rate trials per level:", {q: n for q, n in plan.rate_trials.items()},
               f"agreement pairs: {plan.agreement_pairs}")
@@ -81,13 +87,11 @@ def cost(args) -> int:
 
 
 def _cost_table(subject, cells, backend, repeats) -> float:
-    from triton_conformance.conformance.stochastic import run_stochastic_cell
-
     worst = 0.0
     for cell in cells:
         times, elements, outcomes, tests = [], 0, set(), 0
         for i in range(repeats):
-            r = run_stochastic_cell(subject, cell, backend=backend, seed=1000 + i)
+            r = _run(subject, cell, backend, 1000 + i)
             times.append(r.duration_s)
             elements, tests = r.details.get("elements", 0), len(r.details.get("tests", []))
             outcomes.add(r.outcome)

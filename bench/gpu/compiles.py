@@ -50,22 +50,25 @@ def child(subject_name: str, profile: str, budget: str, max_examples: str, devic
     """Run every cell of one subject on ``device`` (cuda; interpreter for a smoke test) in this child process."""
     sys.path.insert(0, ROOT)
     _import_kernels()
-    from triton_conformance.model.config import run_config
-from triton_conformance.conformance.backend import current_backend
-    from triton_conformance.conformance.cells import cells_for
+    from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.compiles import LEDGER
-    from triton_conformance.conformance.runner import resolve_compile_budget, run_cell
+    from triton_conformance.conformance.kinds import cells_for
+    from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.model.config import run_config
     from triton_conformance.model.subject import get_subject
 
     backend = current_backend(device)
     subject = get_subject(subject_name)
-    limit = resolve_compile_budget(profile, budget if budget != "profile" else None)
+    # "profile": the profile's budget; "0": no limit; N: at most N compilations for the subject
+    config = run_config(device=device, profile=profile, compile_budget=None if budget == "profile" else budget,
+                        max_examples=int(max_examples) or None)
+    limit = config.compile_budget
     cells = []
     start = time.perf_counter()
     for cell in cells_for(subject.contract):
         t = time.perf_counter()
         try:
-            r = run_cell(subject, cell, backend=backend, config=run_config(profile=profile, compile_budget=limit if limit else 0, max_examples=int(max_examples) or None))
+            r = run_cell(subject, cell, backend=backend, config=config)
             row = {"cell": cell, "outcome": r.outcome, "finding": r.finding, "compiles": r.compiles,
                    "examples": r.examples, "discarded": (r.details or {}).get("compile_budget_discarded", 0),
                    "seconds": round(time.perf_counter() - t, 3), "message": r.message[:500]}

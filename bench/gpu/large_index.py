@@ -43,13 +43,14 @@ def child(module: str, name: str, device: str) -> dict:
 
     from triton_conformance.conformance.backend import Backend
     from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.model.config import run_config
     from triton_conformance.model.subject import get_subject
 
     importlib.import_module("kernels_under_test.vector_add")
     importlib.import_module(module)
     backend = Backend(name="cuda", device="cuda") if device == "cuda" else Backend()
     start = time.perf_counter()
-    result = run_cell(get_subject(name), "shape:large-index", backend=backend)
+    result = run_cell(get_subject(name), "shape:large-index", backend=backend, config=run_config(device=backend.name))
     seconds = time.perf_counter() - start
     try:
         peak = torch.cuda.max_memory_allocated() if device == "cuda" else None

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNEL_MODULES = ["kernels_under_test.vector_add", "kernels_under_test.gemv", "kernels_under_test.matmul",
@@ -79,11 +80,16 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from triton_conformance.conformance.kinds import catalogue, judge_for
     from triton_conformance.conformance.peaks import CudaEventTimer, MeasuredPeaks
     from triton_conformance.conformance.performance_cell import run_performance_cell
     from triton_conformance.model.subject import registry
     from triton_conformance.reports.html import write_html
-    from triton_conformance.reports.results_json import environment, results_document, write_results
+    from triton_conformance.reports.results_json import (
+        environment,
+        results_document,
+        write_results,
+    )
 
     for name in KERNEL_MODULES:
         try:
@@ -113,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for s in subjects:
         t0 = time.perf_counter()
-        r = run_performance_cell(s, backend=backend, timer=timer, peaks=peaks)
+        # run_cell(s, "performance") takes no timer or peaks, so the cell is run directly, judged as run_cell would
+        r = run_performance_cell(s, backend=backend, judge=judge_for(s, backend), timer=timer, peaks=peaks)
+        r = replace(r, duration_s=time.perf_counter() - t0)
         results.append(r)
         print(f"  {s.name}: {r.outcome} in {time.perf_counter() - t0:.1f} s: {r.message}", flush=True)
     lines = [f"device: {device_name}", peak_line, ""] + format_table(table_rows(results))
@@ -121,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.makedirs(args.out, exist_ok=True)
     env = environment(device="cuda", profile="performance", seed=None, device_name=device_name)
-    doc = results_document(results, env)
+    doc = results_document(results, env, catalogue())
     write_results(os.path.join(args.out, "performance.json"), doc)
     write_html(os.path.join(args.out, "performance.html"), doc)
     with open(os.path.join(args.out, "performance.txt"), "w", encoding="utf-8") as fh:

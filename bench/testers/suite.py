@@ -10,19 +10,21 @@ from __future__ import annotations
 import time
 
 from bench.testers.common import Run, note_progress
+from triton_conformance.conformance.kinds import catalogue, cells_for
+from triton_conformance.conformance.observe import Observer
+from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import run_config
-from triton_conformance.conformance import runner
-from triton_conformance.conformance.cells import cell_sort_key, cells_for
 from triton_conformance.model.outcomes import Finding
 
 __all__ = ["Suite"]
 
 
-def counterexample_dims(ce: dict | None) -> dict[str, int] | None:
+def counterexample_dims(ce) -> dict[str, int] | None:
     """The shrunk dims of a cell's counterexample: its ``dims``, else the shape of its first tensor
     (a statistical cell records the shapes of its last launch)."""
     if not ce:
         return None
+    ce = ce.to_dict() if hasattr(ce, "to_dict") else ce  # a Counterexample, or its JSON
     if ce.get("dims"):
         return {k: int(v) for k, v in ce["dims"].items()}
     shapes = {n: t["shape"] for n, t in (ce.get("tensors") or {}).items() if isinstance(t, dict) and "shape" in t}
@@ -30,6 +32,18 @@ def counterexample_dims(ce: dict | None) -> dict[str, int] | None:
     for name, shape in shapes.items():
         return {f"{name}.shape[{i}]": int(n) for i, n in enumerate(shape)}
     return None
+
+
+class FirstFailure(Observer):
+    """Notes when the first example fails (wall and CPU seconds from ``start``), before the cell shrinks it."""
+
+    def __init__(self, start: float, cpu0: float):
+        self.start, self.cpu0 = start, cpu0
+        self.at: tuple[float, float] | None = None
+
+    def example_finished(self, subject, cell, spec, verdict, seconds) -> None:
+        if self.at is None and isinstance(verdict, Finding):
+            self.at = (time.perf_counter() - self.start, time.process_time() - self.cpu0)
 
 
 class Suite:
@@ -45,30 +59,21 @@ class Suite:
 
     def run(self, subject, *, seed: int, device: str, untestable, backend=None, randomize: bool = False) -> Run:
         profile = "dev" if randomize else "ci"
+        config = run_config(profile=profile, device=backend.name if backend is not None else "interpreter")
         start, cpu0 = time.perf_counter(), time.process_time()
-        first: list[tuple[float, float]] = []
-        original = runner.run_example
-
-        def spy(*args, **kwargs):  # notes when the first example fails, before the cell shrinks it
-            verdict = original(*args, **kwargs)
-            if not first and isinstance(verdict, Finding):
-                first.append((time.perf_counter() - start, time.process_time() - cpu0))
-            return verdict
-
-        runner.run_example = spy  # this process only: each task runs in its own forked child
-        try:
-            cells = sorted(cells_for(subject.contract), key=cell_sort_key)
-            for i, cell in enumerate(cells):
-                note_progress(cell)
-                r = runner.run_cell(subject, cell, backend=backend, seed=seed if randomize else None, config=run_config(profile=profile))
-                if not r.passed:
-                    dims = counterexample_dims(r.counterexample)
-                    return Run(failed=True, case=cell, dims=dims, message=f"{r.outcome}/{r.finding}: {r.message}",
-                               seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu0,
-                               first_failure_s=first[0][0] if first else None,
-                               first_failure_cpu_s=first[0][1] if first else None, cases=i + 1)
-                first.clear()  # a failing example inside a passing cell (e.g. a clean rejection) is no detection
-        finally:
-            runner.run_example = original
+        first = FirstFailure(start, cpu0)
+        cells = sorted(cells_for(subject.contract), key=catalogue().sort_key)
+        for i, cell in enumerate(cells):
+            note_progress(cell)
+            r = run_cell(subject, cell, backend=backend, config=config, seed=seed if randomize else None,
+                         observer=first)
+            if not r.passed:
+                dims = counterexample_dims(r.counterexample)
+                at = first.at
+                return Run(failed=True, case=cell, dims=dims, message=f"{r.outcome}/{r.finding}: {r.message}",
+                           seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu0,
+                           first_failure_s=at[0] if at else None, first_failure_cpu_s=at[1] if at else None,
+                           cases=i + 1)
+            first.at = None  # a failing example inside a passing cell (e.g. a clean rejection) is no detection
         return Run(failed=False, seconds=time.perf_counter() - start, cpu_s=time.process_time() - cpu0,
                    cases=len(cells))

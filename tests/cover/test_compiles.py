@@ -20,13 +20,14 @@ from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import (
     BudgetExhausted,
     CompileLedger,
-    compiles_by_subject,
     counting_compiles,
     make_hook,
 )
-from triton_conformance.conformance.runner import MAX_DISCARDS, run_cell
+from triton_conformance.conformance.runner import run_cell
+from triton_conformance.conformance.search import MAX_DISCARDS
 from triton_conformance.model.config import parse_budget, run_config
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.reports.terminal import compiles_by_subject
 from triton_conformance.strategies import palette_sizes, specialization_class, specs
 from triton_conformance.strategies._internal.sizes import PALETTE_BLOCKS
 
@@ -201,12 +202,12 @@ def test_specialization_classes_match_triton_3_6():
 def test_palette_specs_draw_only_palette_sizes(data):
     contract = tc.Contract(inputs={"x": Tensor(("M", "N"))}, dims={"M": Dim(1, 64), "N": Dim(1, 8192)},
                            oracle=lambda x: x)
-    for cell in ("layout:contiguous", "shape:non-pow2"):
-        spec = data.draw(specs(contract, cell=cell, palette=True))
+    for shape in ("any", "non-pow2"):
+        spec = data.draw(specs(contract, shape=shape, palette=True))
         assert spec.dims["N"] in palette_sizes(1, 8192) and spec.dims["M"] in palette_sizes(1, 64)
-        if cell == "shape:non-pow2":
+        if shape == "non-pow2":
             assert all(n > 1 and n & (n - 1) for n in spec.dims.values())
-    spec = data.draw(specs(contract, cell="shape:beyond-block", palette=True))
+    spec = data.draw(specs(contract, shape="beyond-block", palette=True))
     assert spec.dims["N"] in (4097, 4112, 4113)
 
 
@@ -224,8 +225,7 @@ def test_palette_specs_reach_each_class_of_a_dim():
 
 
 def test_the_terminal_summary_lists_compilations_per_subject_only_when_counted():
-    from triton_conformance.conformance.compiles import compile_lines
-    from triton_conformance.reports.terminal import matrix_lines
+    from triton_conformance.reports.terminal import compile_lines, matrix_lines
 
     counted = [CellResult(subject="softmax", family="softmax", cell="layout:contiguous", outcome="honoured",
                           compiles=4),
@@ -242,7 +242,8 @@ def test_the_terminal_summary_lists_compilations_per_subject_only_when_counted()
 def test_a_cell_stops_paying_for_discards_once_the_budget_is_spent():
     from triton_conformance import Dim, Tensor, register
     from triton_conformance.conformance.compiles import BudgetExhausted
-    from triton_conformance.conformance.runner import MAX_DISCARDS, run_cell
+    from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.conformance.search import MAX_DISCARDS
 
     calls = []
 
@@ -261,10 +262,11 @@ def test_a_stopped_cell_stops_drawing_too(monkeypatch):
     """Past the discard limit the search ends: Hypothesis does not go on drawing specs to reject."""
     from triton_conformance import Dim, Tensor, register
     from triton_conformance.conformance import runner
+    from triton_conformance.conformance.kinds import searched
 
     drawn = []
-    original = runner.specs
-    monkeypatch.setattr(runner, "specs", lambda *a, **k: original(*a, **k).map(lambda s: drawn.append(s) or s))
+    original = searched.specs
+    monkeypatch.setattr(searched, "specs", lambda *a, **k: original(*a, **k).map(lambda s: drawn.append(s) or s))
 
     def always_needs_a_new_kernel(x):
         raise BudgetExhausted("needs_new_kernels_2", 16, "kernel")
@@ -273,29 +275,32 @@ def test_a_stopped_cell_stops_drawing_too(monkeypatch):
                        dims={"N": Dim(1, 64)}, oracle=lambda x: x * 1.0)
     result = runner.run_cell(subject, "layout:contiguous", config=run_config(profile="ci", max_examples=100))
     assert result.outcome == "skipped"
-    assert len(drawn) <= runner.MAX_DISCARDS + 2, len(drawn)  # it used to draw about ten per example asked for
+    assert len(drawn) <= MAX_DISCARDS + 2, len(drawn)  # it used to draw about ten per example asked for
 
 
 def test_a_failure_found_before_the_shrink_budget_ran_out_is_reported(monkeypatch):
+    from dataclasses import replace
+
     from triton_conformance import Dim, Tensor, register
     from triton_conformance.conformance import runner
 
-    monkeypatch.setattr(runner, "SHRINK_SECONDS", 0.0)  # stop at the first probe after the first failure
+    config = run_config(profile="ci")
+    config = replace(config, profile=replace(config.profile, shrink_calls=0))  # Hypothesis stops at once
     subject = register(lambda x: x * 2 if x.shape[0] < 40 else x * 3, name="wrong_from_40",
                        inputs={"x": Tensor(("N",))}, dims={"N": Dim(1, 4096)}, oracle=lambda x: x * 2.0)
-    result = runner.run_cell(subject, "layout:contiguous", config=run_config(profile="ci"))
+    result = runner.run_cell(subject, "layout:contiguous", config=config)
     assert result.outcome == "wrong" and result.finding == "mismatch"
     assert result.counterexample["dims"]["N"] == 40  # the per-dim search still runs after Hypothesis stops
 
 
 def test_searched_cells_leave_one_compile_for_each_fixed_size_cell():
     from triton_conformance.conformance.compiles import LEDGER
-    from triton_conformance.conformance.runner import LARGE_INDEX_CELL, fixed_size_cells
+    from triton_conformance.conformance.kinds import unsearched_cells
 
     subject = declare(compiling_add, {"N": Dim(1, 1 << 40)})  # large enough for the large-index cell
     cuda_on_cpu = Backend(name="cuda", device="cpu")
-    assert fixed_size_cells(subject.contract, cuda_on_cpu) == [LARGE_INDEX_CELL]
-    assert fixed_size_cells(declare(compiling_add, {"N": Dim(1, 4096)}).contract, cuda_on_cpu) == []
+    assert unsearched_cells(subject.contract, cuda_on_cpu) == ["shape:large-index"]
+    assert unsearched_cells(declare(compiling_add, {"N": Dim(1, 4096)}).contract, cuda_on_cpu) == []
     results = [run_cell(subject, cell, backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=3, max_examples=40))
                for cell in ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")]
     assert sum(r.compiles for r in results) == 2 == LEDGER.used(subject.name)  # 3, less one for large-index

@@ -112,7 +112,7 @@ def test_importing_the_package_imports_neither_torch_nor_triton():
     out = run_fresh(
         "import json, sys\n"
         "import triton_conformance, triton_conformance.plugin, triton_conformance.strategies, "
-        "triton_conformance.oracles, triton_conformance.model, triton_conformance.conformance.cells\n"
+        "triton_conformance.oracles, triton_conformance.model, triton_conformance.conformance.backend\n"
         "print(json.dumps(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules)))"
     )
     assert out == []

@@ -18,12 +18,8 @@ import triton.language as tl
 
 import triton_conformance as tc
 from triton_conformance import Dim, InvalidArgument, Tensor
-from triton_conformance.conformance.cells import (
-    SHAPE_CLASSES,
-    cell_sort_key,
-    skip_reason,
-)
 from triton_conformance.conformance.backend import Backend
+from triton_conformance.conformance.kinds import catalogue, judge_for, kind_of
 from triton_conformance.conformance.large_index import (
     EXTRA,
     LARGE,
@@ -71,13 +67,15 @@ def test_plan_for_rows_puts_the_elements_in_the_leading_dim():
 def test_the_cell_is_skipped_with_the_reason(inputs, dims, kw, reason):
     c = contract(inputs, dims, **kw)
     assert reason in large_index_plan(c)
-    assert reason in skip_reason(c, "shape:large-index")
+    kind, value = kind_of("shape:large-index")
+    assert reason in kind.skip_reason(c, value, Backend())
 
 
 def test_the_cell_sorts_last_among_shapes():
-    assert SHAPE_CLASSES[-1] == "large-index"
+    shape = next(d for d in catalogue().dimensions if d.name == "shape")
+    assert shape.classes[-1].value == "large-index"
     cells = ["shape:large-index", "values:nan", "shape:beyond-range", "layout:contiguous", "shape:tiny"]
-    assert sorted(cells, key=cell_sort_key) == ["layout:contiguous", "shape:tiny", "shape:beyond-range",
+    assert catalogue().sorted(cells) == ["layout:contiguous", "shape:tiny", "shape:beyond-range",
                                                 "shape:large-index", "values:nan"]
 
 
@@ -85,7 +83,7 @@ def test_running_it_on_a_subject_it_does_not_apply_to_is_an_error():
     subject = tc.register(lambda x, y: x + y, name=f"cover_li_small_{next(_ids)}", inputs=VECTOR,
                           dims={"N": Dim(0, 100)}, oracle=lambda x, y: x + y)
     with pytest.raises(InvalidArgument, match="subject='cover_li_small_.*expected one the cell applies to"):
-        run_large_index_example(subject)
+        run_large_index_example(subject, Backend(), judge_for(subject, Backend()))
     assert run_cell(subject, "shape:large-index", backend=Backend()).outcome == "skipped"
 
 
@@ -261,7 +259,7 @@ def small_vector_subject(launcher):
 
 def test_whole_grid_path_honours_a_correct_launcher(small_large):
     subject = small_vector_subject(lambda x, y: torch.add(x, y, out=torch.empty_like(x)))
-    assert small_large.run_large_index_example(subject, emulate=False) == "honoured"
+    assert small_large.run_large_index_example(subject, Backend(), emulate=False) == "honoured"
 
 
 def test_whole_grid_path_finds_a_write_in_the_gap_before_the_output(small_large):
@@ -271,7 +269,7 @@ def test_whole_grid_path_finds_a_write_in_the_gap_before_the_output(small_large)
         torch.as_strided(out, (1,), (1,), out.storage_offset() - 50).fill_(0.0)  # 100 bytes before, in the gap
         return out
 
-    found = small_large.run_large_index_example(small_vector_subject(writes_before_out), emulate=False)
+    found = small_large.run_large_index_example(small_vector_subject(writes_before_out), Backend(), emulate=False)
     assert (found.outcome, found.kind) == ("unsafe", "oob-write")
     assert "gap before an output of the launcher, the first 100 bytes before its start" in found.message
 
@@ -282,7 +280,7 @@ def test_whole_grid_path_finds_an_unwritten_and_a_wrong_tail(small_large):
         torch.add(x[:-3], y[:-3], out=out[:-3])
         return out
 
-    found = small_large.run_large_index_example(small_vector_subject(forgets_the_end), emulate=False)
+    found = small_large.run_large_index_example(small_vector_subject(forgets_the_end), Backend(), emulate=False)
     assert (found.outcome, found.kind) == ("unsafe", "unwritten")
-    found = small_large.run_large_index_example(small_vector_subject(lambda x, y: x - y), emulate=False)
+    found = small_large.run_large_index_example(small_vector_subject(lambda x, y: x - y), Backend(), emulate=False)
     assert (found.outcome, found.kind) == ("wrong", "mismatch")

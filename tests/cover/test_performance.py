@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from triton_conformance import Dim, InvalidArgument, InvalidContract, Performance, Scalar, Tensor, register
-from triton_conformance.conformance.cells import cells_for
+from triton_conformance.conformance.kinds import cells_for
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.conformance.peaks import CudaEventTimer, FixedPeaks, MeasuredPeaks, median_ms

@@ -13,18 +13,20 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triton_conformance.oracles.statistics import (
-    StatResult,
+from triton_conformance.oracles.planning import (
     agreement_expected,
     binomial_power,
     binomial_sample_size,
-    binomial_test,
     bonferroni,
+    normal_quantile,
+)
+from triton_conformance.oracles.statistics import (
+    StatResult,
+    binomial_test,
     chi_square_uniformity,
     gamma_q,
     kolmogorov_q,
     ks_uniform,
-    normal_quantile,
 )
 
 

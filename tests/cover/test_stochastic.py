@@ -11,17 +11,15 @@ import pytest
 import torch
 
 from triton_conformance import Dim, Dropout, InvalidContract, Scalar, Tensor, register
-from triton_conformance.conformance.cells import cell_sort_key, cells_for
+from triton_conformance.conformance.kinds import catalogue, cells_for, stochastic_plan
+from triton_conformance.conformance.runner import run_cell
+from triton_conformance.conformance.replay import replay_stochastic
+from triton_conformance.conformance.stochastic.checks import check_stochastic_output
 from triton_conformance.model.outcomes import Finding
-from triton_conformance.conformance.stochastic import (
-    check_stochastic_output,
-    plan_for,
-    replay_stochastic,
-    run_stochastic_cell,
-)
 from triton_conformance.conformance.stochastic.designs import lag_pairs
 from triton_conformance.conformance.stochastic.plan import AGREEMENT_DEVIATION, RATE_DEVIATION
-from triton_conformance.oracles.statistics import agreement_expected, binomial_homogeneity, binomial_power
+from triton_conformance.oracles.planning import agreement_expected, binomial_power
+from triton_conformance.oracles.statistics import binomial_homogeneity
 from triton_conformance.oracles.tolerance import default_bound
 
 MAX_SEED = 2**31 - 1
@@ -118,15 +116,16 @@ def test_a_stochastic_subject_gets_the_stochastic_cells_and_no_determinism_cell(
         "stochastic:seeds", "stochastic:independence"]
     assert "determinism" not in cells and "layout:transposed" in cells
     stochastic = [c for c in cells if c.startswith("stochastic:")]
-    assert sorted(stochastic, key=cell_sort_key) == stochastic
-    assert cell_sort_key("memory") < cell_sort_key("stochastic:rate") < cell_sort_key("stochastic:independence")
+    assert sorted(stochastic, key=catalogue().sort_key) == stochastic
+    key = catalogue().sort_key
+    assert key("memory") < key("stochastic:rate") < key("stochastic:independence")
 
 
 # %% The plan ---------------------------------------------------------------
 
 
 def test_plan_splits_alpha_over_every_check_and_sizes_have_the_stated_power():
-    plan = plan_for(declare().contract)
+    plan = stochastic_plan(declare().contract)
     assert plan.alpha_check * plan.checks == pytest.approx(plan.alpha_run)
     assert plan.checks > 150  # the ordinary cells' per-example rate tests are counted
     for q, n in plan.rate_trials.items():
@@ -164,7 +163,7 @@ CELLS = ("rate", "values", "edges", "reproducibility", "seeds", "independence")
 
 @pytest.mark.parametrize("cell", CELLS)
 def test_correct_dropout_passes_every_stochastic_cell(cell):
-    result = run_stochastic_cell(declare(), f"stochastic:{cell}", seed=11)
+    result = run_cell(declare(), f"stochastic:{cell}", seed=11)
     assert result.outcome == "honoured", result.message
 
 
@@ -179,7 +178,7 @@ def test_correct_dropout_passes_every_stochastic_cell(cell):
     ("position-rate", "independence", "not-independent"),
 ])
 def test_each_planted_bug_is_caught_by_its_cell(bug, cell, finding):
-    result = run_stochastic_cell(declare(bug), f"stochastic:{cell}", seed=5)
+    result = run_cell(declare(bug), f"stochastic:{cell}", seed=5)
     assert (result.outcome, result.finding) == ("wrong", finding), result.message
     assert "seed=5" in result.message and result.counterexample["seed"] == 5
     assert "replay_stochastic(" in result.reproducer
@@ -193,7 +192,7 @@ def test_a_clock_seeded_kernel_is_irreproducible():
     calls = iter(range(10**6))
     subject = declare(name="torch_dropout_clock")
     object.__setattr__(subject, "launcher", lambda x, p, seed: torch_dropout(x, p, seed + next(calls)))
-    result = run_stochastic_cell(subject, "stochastic:reproducibility", seed=1)
+    result = run_cell(subject, "stochastic:reproducibility", seed=1)
     assert (result.outcome, result.finding) == ("wrong", "irreproducible"), result.message
 
 
@@ -203,12 +202,12 @@ def test_p_equal_one_must_be_rejected_cleanly_when_the_contract_excludes_it():
 
     subject = declare(name="torch_dropout_accepts_one")
     object.__setattr__(subject, "launcher", accepts_one)
-    result = run_stochastic_cell(subject, "stochastic:edges", seed=1)
+    result = run_cell(subject, "stochastic:edges", seed=1)
     assert (result.outcome, result.finding) == ("wrong", "accepted-out-of-contract"), result.message
     admitting = declare(name="torch_dropout_p_closed", scalars={"p": Scalar(0.0, 1.0),
                                                                 "seed": Scalar(0, MAX_SEED, kind="int")})
     object.__setattr__(admitting, "launcher", accepts_one)
-    assert run_stochastic_cell(admitting, "stochastic:edges", seed=1).outcome == "honoured"
+    assert run_cell(admitting, "stochastic:edges", seed=1).outcome == "honoured"
 
 
 def test_replay_reruns_the_cell_and_raises_while_it_fails(capsys):
@@ -223,21 +222,22 @@ def test_ordinary_cells_check_each_example_against_the_model():
     x = torch.rand(4000, dtype=torch.float64) + 0.5
     ref = x.clone()
     bound = default_bound(out_dtype="float32", scale=4.0)
+    alpha = stochastic_plan(subject.contract).alpha_check
     good = torch_dropout(x.float(), 0.3, 7)
-    assert check_stochastic_output(subject, good, ref, {"p": 0.3, "seed": 7}, bound) is None
+    assert check_stochastic_output(subject, good, ref, {"p": 0.3, "seed": 7}, bound, alpha) is None
     inverted = torch_dropout(x.float(), 0.3, 7, bug="inverted")
-    found = check_stochastic_output(subject, inverted, ref, {"p": 0.3, "seed": 7}, bound)
+    found = check_stochastic_output(subject, inverted, ref, {"p": 0.3, "seed": 7}, bound, alpha)
     assert isinstance(found, Finding) and found.kind == "rate-mismatch" and found.details["p_value"] < 1e-100
     scaled = torch_dropout(x.float(), 0.3, 7, bug="scale")
-    assert check_stochastic_output(subject, scaled, ref, {"p": 0.3, "seed": 7}, bound).kind == "invalid-value"
+    assert check_stochastic_output(subject, scaled, ref, {"p": 0.3, "seed": 7}, bound, alpha).kind == "invalid-value"
 
 
 def test_the_correct_kernels_p_values_stay_far_above_alpha_over_seeds():
     # A sanity check of the null distribution; bench/stochastic_flakiness.py measures it at scale.
     subject = declare()
-    smallest = min(min(t["p_value"] for t in run_stochastic_cell(subject, "stochastic:rate", seed=s)
+    smallest = min(min(t["p_value"] for t in run_cell(subject, "stochastic:rate", seed=s)
                        .details["tests"]) for s in range(5))
-    assert smallest > plan_for(subject.contract).alpha_check
+    assert smallest > stochastic_plan(subject.contract).alpha_check
     assert math.isfinite(smallest)
 
 
@@ -253,10 +253,10 @@ def test_a_mask_that_depends_on_the_sign_is_caught_when_f_keeps_negatives_visibl
     identity = {"oracle": lambda x, p, seed: x.clone(), "family": "torch_plain_dropout"}
     good = declare(name="torch_plain_dropout", **identity)
     object.__setattr__(good, "launcher", plain)
-    assert run_stochastic_cell(good, "stochastic:independence", seed=2).outcome == "honoured"
+    assert run_cell(good, "stochastic:independence", seed=2).outcome == "honoured"
     bad = declare(name="torch_plain_dropout_sign_biased", **identity)
     object.__setattr__(bad, "launcher", sign_biased)
-    result = run_stochastic_cell(bad, "stochastic:independence", seed=2)
+    result = run_cell(bad, "stochastic:independence", seed=2)
     assert (result.outcome, result.finding) == ("wrong", "not-independent")
     assert any(t["rejected"] and "value" in t["description"] for t in result.details["tests"])
 
@@ -299,9 +299,9 @@ def test_data_driven_probabilities_get_poisson_binomial_tests_that_catch_a_biase
     good = register(lambda x, seed: rounder(x, seed), name="torch_rounding", **decl)
     assert "stochastic:edges" not in cells_for(good.contract)
     for cell in ("rate", "seeds", "independence"):
-        result = run_stochastic_cell(good, f"stochastic:{cell}", seed=4)
+        result = run_cell(good, f"stochastic:{cell}", seed=4)
         assert result.outcome == "honoured", result.message
     assert result.details["tests"][0]["test"] == "poisson-binomial"
     biased = register(lambda x, seed: rounder(x, seed, bias=0.02), name="torch_rounding_biased", **decl)
-    result = run_stochastic_cell(biased, "stochastic:rate", seed=4)
+    result = run_cell(biased, "stochastic:rate", seed=4)
     assert (result.outcome, result.finding) == ("wrong", "rate-mismatch"), result.message

@@ -9,6 +9,7 @@ from hypothesis.errors import NoSuchExample
 from hypothesis import strategies as st
 
 from triton_conformance import Contract, Dim, InvalidArgument, Mask, Scalar, Tensor
+from triton_conformance.conformance.kinds import kind_of
 from triton_conformance.strategies import (
     LAYOUT_CLASSES,
     Layout,
@@ -289,11 +290,17 @@ def count(spec, contract, name):
     return math.prod(spec.dims[s] for s in contract.inputs[name].shape)
 
 
+def cell_specs(contract, cell, **kw):
+    """The strategy the searched kind of ``cell`` draws from (its class pinned, the rest default)."""
+    kind, value = kind_of(cell)
+    return specs(contract, **kind.spec_options(value), **kw)
+
+
 def all_drawn(contract, cell, n=25, **kw):
     """Draw ``n`` specs of a cell (stable across runs)."""
     out = []
 
-    @given(specs(contract, cell=cell, **kw))
+    @given(cell_specs(contract, cell, **kw))
     @settings(max_examples=n, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def collect(spec):
@@ -435,7 +442,7 @@ def test_beyond_range_puts_exactly_one_dim_outside_its_range(cname):
 
 
 def test_beyond_range_goes_below_min_when_min_is_large():
-    below = find(specs(ATTN, cell="shape:beyond-range"), lambda s: s.dims["D"] < 2)
+    below = find(cell_specs(ATTN, "shape:beyond-range"), lambda s: s.dims["D"] < 2)
     assert below.dims["D"] in (0, 1)
 
 
@@ -518,7 +525,7 @@ def test_budget_counts_a_dim_repeated_three_times():
 
 
 def test_specs_shrink_to_the_smallest_example():
-    spec = find(specs(ROWS, cell="layout:contiguous"), lambda s: True,
+    spec = find(cell_specs(ROWS, "layout:contiguous"), lambda s: True,
                 settings=settings(database=None, derandomize=True))
     assert spec.dims == {"N": 1, "M": 1}
     assert spec.dtypes == {"x": "float16", "w": "float16"}
@@ -527,12 +534,16 @@ def test_specs_shrink_to_the_smallest_example():
     assert spec.seed < 16  # towards 0 (the shrinker stops a few short of it with an always-true find)
 
 
-def test_specs_rejects_an_unknown_cell():
-    with pytest.raises(InvalidArgument, match="specs: cell='speed'"):
-        specs(ROWS, cell="speed:fast")
+@pytest.mark.parametrize("kw, message", [
+    ({"layout": "diagonal"}, "specs: layout='diagonal'"), ({"shape": "huge"}, "specs: shape='huge'"),
+    ({"values": "tiny"}, "specs: values='tiny'"), ({"mask": "upper"}, "specs: mask='upper'"),
+])
+def test_specs_rejects_an_unknown_class(kw, message):
+    with pytest.raises(InvalidArgument, match=message):
+        specs(ROWS, **kw)
 
 
-@given(specs(ATTN, cell="layout:mixed"))
+@given(cell_specs(ATTN, "layout:mixed"))
 @FAST
 def test_spec_repr_evaluates_back_to_the_spec(spec):
     assert repr(spec).startswith("Spec(")

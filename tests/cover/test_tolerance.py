@@ -8,7 +8,7 @@ import torch
 
 import triton_conformance as tc
 from triton_conformance import Dim, InvalidContract, Scalar, Tensor, Tolerance
-from triton_conformance.conformance.checks import _bound
+from triton_conformance.conformance.judge import Judge
 from triton_conformance.oracles import (
     SAFETY_FACTOR,
     UNIT_ROUNDOFF,
@@ -272,7 +272,8 @@ CPU_OUT = torch.zeros(1, dtype=torch.float32)
 def test_the_battery_widens_only_for_declared_tf32_on_cuda_with_fp32_inputs(precision, out, dtype, widened):
     subject = SimpleNamespace(contract=flash_like(precision))
     ref = torch.ones(3, dtype=torch.float64)
-    bound = _bound(subject, spec(dtype), out, ref, 2.0)
+    s = spec(dtype)
+    bound = Judge(subject).bound(s.dims, s.dtypes, out, ref, 2.0)
     plain = default_bound(out_dtype="float32", reduction=64, scale=2.0)
     assert (bound.rtol > plain.rtol) == widened
     assert bound.reference_k == 4.0 and ("tf32" in bound.source) == widened

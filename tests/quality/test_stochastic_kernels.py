@@ -7,7 +7,7 @@ import pytest
 
 from triton_conformance.model.config import run_config
 from triton_conformance import get_subject
-from triton_conformance.conformance.cells import cells_for
+from triton_conformance.conformance.kinds import cells_for
 from triton_conformance.conformance.runner import run_cell
 
 SUBJECTS = {"relu_dropout": "kernels_under_test.dropout",

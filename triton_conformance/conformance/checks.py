@@ -10,28 +10,24 @@ adds a third call and compares bit for bit.
 
 from __future__ import annotations
 
-import os
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.cells import expectation
+from triton_conformance.conformance.expectation import expectation
+from triton_conformance.conformance.judge import Judge, clean_rejection, exception_text
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
 from triton_conformance.model.outcomes import Finding, worst
-from triton_conformance.model.subject import Subject
-from triton_conformance.oracles.comparison import compare
-from triton_conformance.oracles.tolerance import Bound, default_bound
 from triton_conformance.model.spec import Spec
+from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
 
 __all__ = ["run_example", "EXAMPLE_REJECTED", "EXAMPLE_HONOURED"]
 
 EXAMPLE_HONOURED = "honoured"
 EXAMPLE_REJECTED = "rejected"
-_LIBRARY_DIRS = (os.sep + "triton" + os.sep, os.sep + "torch" + os.sep)
 
 
 @dataclass
@@ -59,114 +55,6 @@ def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Backend, va
     backend.synchronize()
     outputs = raw if isinstance(raw, (tuple, list)) else (raw,)
     return _Call(tuple(outputs), None, allocations, raw)
-
-
-def _innermost_file(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    last = ""
-    while tb is not None:
-        last = tb.tb_frame.f_code.co_filename
-        tb = tb.tb_next
-    return last
-
-
-def _clean_rejection(exc: BaseException) -> bool:
-    """Raised by the launcher's own code, with a message, as a contract check."""
-    if not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError, AssertionError)):
-        return False
-    if type(exc).__module__.startswith("triton"):
-        return False
-    if not str(exc).strip():
-        return False
-    return not any(d in _innermost_file(exc) for d in _LIBRARY_DIRS)
-
-
-def _exception_text(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return text[-4000:]
-
-
-def _mask_policy(subject: Subject, built: BuiltInputs, ref: torch.Tensor) -> torch.Tensor:
-    """Apply the declared fully-masked-row policy to the oracle's output."""
-    name = subject.contract.mask_name
-    if name is None:
-        return ref
-    decl = subject.contract.inputs[name]
-    mask = built.views[name]
-    keep = mask.bool() if decl.kind == "bool" else (mask == 0)
-    dead = ~keep.any(dim=-1)
-    lead = dead.dim()
-    if tuple(ref.shape[:lead]) != tuple(dead.shape) or not dead.any():
-        return ref
-    fill = 0.0 if decl.fully_masked == "zeros" else float("nan")
-    ref = ref.clone()
-    ref[dead.to(ref.device)] = fill
-    return ref
-
-
-def _bound(subject: Subject, spec: Spec, out: torch.Tensor, ref: torch.Tensor, scale) -> Bound:
-    contract = subject.contract
-    out_dtype = str(out.dtype).replace("torch.", "")
-    reduction = spec.dims.get(contract.reduces, 1) if contract.reduces else 1
-    if scale is None:
-        finite = ref[torch.isfinite(ref)]
-        scale = float(finite.abs().max()) if finite.numel() else 1.0
-    # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
-    tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda"
-            and "float32" in spec.dtypes.values())
-    bound = default_bound(out_dtype=out_dtype, accumulate=contract.accumulate, reduction=reduction, scale=scale,
-                          tf32=tf32)
-    tol = contract.tolerance
-    if tol is None:
-        return bound
-    if tol.reference_k is not None:
-        return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,
-                     source="subject" + (", tf32 dot" if tf32 else ""))
-    return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
-                 atol=bound.atol if tol.atol is None else tol.atol, source="subject")
-
-
-def _as_tuple(x: Any) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
-def _oracle(subject: Subject, built: BuiltInputs, spec: Spec, lowp: bool = False) -> tuple:
-    if lowp:
-        inputs = {n: v.clone() for n, v in built.views.items()}
-    else:
-        inputs = built.as_float64()
-    return _as_tuple(subject.contract.oracle(**inputs, **spec.scalars))
-
-
-def _compare_outputs(subject: Subject, built: BuiltInputs, spec: Spec, outputs: tuple) -> Finding | None:
-    refs = _oracle(subject, built, spec)
-    if len(refs) != len(outputs):
-        return Finding("wrong", "bad-output", f"launcher returned {len(outputs)} outputs, oracle {len(refs)}")
-    lowps = None
-    scales = (None,) * len(refs)
-    if subject.contract.error_scale is not None:
-        scales = _as_tuple(subject.contract.error_scale(**built.as_float64(), **spec.scalars))
-    for i, (out, ref) in enumerate(zip(outputs, refs)):
-        if not isinstance(out, torch.Tensor):
-            return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
-        ref = _mask_policy(subject, built, ref.to(torch.float64))
-        scale = scales[i].abs().to(torch.float64) if isinstance(scales[i], torch.Tensor) else scales[i]
-        bound = _bound(subject, spec, out, ref, scale)
-        if subject.contract.model is not None:
-            from triton_conformance.conformance.stochastic import check_stochastic_output
-
-            found = check_stochastic_output(subject, out, ref, spec.scalars, bound)
-            if found is not None:
-                return found
-            continue
-        lowp = None
-        if bound.reference_k is not None:
-            lowps = lowps or _oracle(subject, built, spec, lowp=True)
-            lowp = _mask_policy(subject, built, lowps[i].to(torch.float64))
-        mismatch = compare(out, ref, bound, lowp=lowp, name=f"output[{i}]" if len(outputs) > 1 else "output")
-        if mismatch is not None:
-            return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())
-    return None
 
 
 def _memory_findings(built: BuiltInputs, call: _Call, second: _Call | None) -> list[Finding]:
@@ -224,8 +112,14 @@ def _differs(a: _Call, b: _Call) -> bool:
     return False
 
 
-def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: bool = False) -> Finding | str:
-    """Run every check on one example: a Finding, or ``"honoured"`` / ``"rejected"``."""
+def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | None = None, *,
+                determinism: bool = False) -> Finding | str:
+    """Run every check on one example: a Finding, or ``"honoured"`` / ``"rejected"``.
+
+    ``judge``: how outputs are judged (default: the subject's oracle and
+    tolerance, with no per-example rate test for a stochastic model).
+    """
+    judge = judge or Judge(subject, on_cuda=backend.compiles)
     contract = subject.contract
     expect = expectation(contract, spec)
 
@@ -235,13 +129,13 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
 
     built, call = run("nan", 0)
     if call.error is not None:
-        if expect.kind in ("reject", "either") and _clean_rejection(call.error):
+        if expect.kind in ("reject", "either") and clean_rejection(call.error):
             return EXAMPLE_REJECTED
         kind = "unclean-rejection" if expect.kind == "reject" else "exception"
         where = "outside" if expect.kind == "reject" else "inside"
         return Finding("crash", kind,
                        f"{type(call.error).__name__} on an input {where} the contract: {call.error}",
-                       {"traceback": _exception_text(call.error), "expected": expect.kind,
+                       {"traceback": exception_text(call.error), "expected": expect.kind,
                         "reasons": list(expect.reasons)})
     if expect.kind == "reject":
         return Finding("wrong", "accepted-out-of-contract",
@@ -255,9 +149,9 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, *, determinism: 
         _, second = run("big", 1)
         if second.error is not None:
             findings.append(Finding("crash", "exception", f"second call raised {second.error!r}",
-                                    {"traceback": _exception_text(second.error)}))
+                                    {"traceback": exception_text(second.error)}))
     findings += _memory_findings(built, call, second)
-    wrong = _compare_outputs(subject, built, spec, call.outputs)
+    wrong = judge.compare(built.views, spec.dims, spec.dtypes, spec.scalars, call.outputs)
     if wrong is not None:
         findings.append(wrong)
     if second is not None and second.error is None and _differs(call, second):

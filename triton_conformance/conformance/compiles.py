@@ -17,7 +17,7 @@ failed.  The interpreter compiles nothing, so the count is None there.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +25,6 @@ __all__ = [
     "LEDGER",
     "BudgetExhausted",
     "CompileLedger",
-    "compile_lines",
-    "compiles_by_subject",
     "counting_compiles",
     "make_hook",
 ]
@@ -127,26 +125,3 @@ def counting_compiles(enabled: bool = True, *, subject: str = "", budget: int | 
         yield counter
     finally:
         runtime.jit_cache_hook = previous
-
-
-def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:
-    """Total compiles per subject over its cells' results (subjects that compiled nothing counted are left out)."""
-    totals: dict[str, int] = {}
-    for r in results:
-        n = r.get("compiles") if isinstance(r, dict) else getattr(r, "compiles", None)
-        name = r.get("subject") if isinstance(r, dict) else r.subject
-        if n is not None:
-            totals[name] = totals.get(name, 0) + int(n)
-    return totals
-
-
-def compile_lines(results: Iterable[Any], budget: int | None = None) -> list[str]:
-    """Lines for the terminal summary: compilations per subject, or none where nothing was counted."""
-    totals = compiles_by_subject(results)
-    if not totals:
-        return []
-    width = max(len(s) for s in totals) + 2
-    lines = ["", "Triton compilations per subject (new specializations, summed over its cells):"]
-    for name, n in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  {name.ljust(width)}{n}")
-    return lines

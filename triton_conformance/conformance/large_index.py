@@ -38,17 +38,24 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
-import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from triton_conformance.model.contract import Contract
+import torch
+
+from triton_conformance.conformance.allocations import intercept_allocations
+from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
+from triton_conformance.conformance.memory import poison_bytes, unwritten_elements
 from triton_conformance.conformance.tail_grid import OutOfBoundsAccess, tail_programs
 from triton_conformance.errors import InvalidArgument
+from triton_conformance.model.contract import Contract
+from triton_conformance.model.outcomes import Finding
+from triton_conformance.model.performance import ITEMSIZE
+from triton_conformance.strategies._internal.tensors import torch_dtype
+from triton_conformance.strategies._internal.values import fill_values
 
-__all__ = ["LARGE", "LargeIndexPlan", "OutOfBoundsAccess", "large_index_plan", "large_index_skip_reason",
-           "replay_large_index", "run_large_index_cell", "tail_programs"]
+__all__ = ["LARGE", "LargeIndexPlan", "OutOfBoundsAccess", "large_index_plan", "run_large_index_example",
+           "tail_programs"]
 
 LARGE = 1 << 31
 EXTRA = 4099  # past 2^31 by 4 blocks of 1024 and 3: the last block is partial
@@ -113,12 +120,6 @@ def large_index_plan(contract: Contract) -> LargeIndexPlan | str:
                           scalars=scalars)
 
 
-def large_index_skip_reason(contract: Contract) -> str | None:
-    """Why the cell does not apply to ``contract``, or None (used by ``cells.skip_reason``)."""
-    plan = large_index_plan(contract)
-    return plan if isinstance(plan, str) else None
-
-
 # -- the example ------------------------------------------------------------------
 
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value; Python 3.11 does not export it
@@ -145,8 +146,6 @@ class _Arena:
 
     def __init__(self, tensors: int, largest_bytes: int, itemsize: int, device: str = "cpu", *,
                  reserve: bool | None = None, gap: int | None = None):
-        import torch
-
         self.device = device
         self.reserve = device == "cpu" if reserve is None else reserve  # unbacked, or real memory with a pattern
         # A wrapped offset is 2^32 elements off, at most 2^31 elements before the tensor's start.
@@ -172,8 +171,6 @@ class _Arena:
 
     def gap_damage(self) -> str | None:
         """Where a write into a gap landed (CUDA only; the emulation checks addresses itself), or None."""
-        import torch
-
         if self.reserve or not self.regions:
             return None
         pattern = int.from_bytes(bytes([_GAP_BYTE]) * 8, "little", signed=True)
@@ -191,44 +188,26 @@ class _Arena:
         return None
 
 
-@contextlib.contextmanager
-def _poisoned_tails(rows_of: dict[int, int], arena: _Arena | None = None) -> Iterator[None]:
-    """Fill the last rows of every huge ``torch.empty``-style allocation with poison, and nothing else.
+def _tail_server(rows_of: dict[int, int], arena: _Arena | None = None):
+    """An allocation server (:mod:`.allocations`): every huge ``torch.empty``-style allocation gets
+    poison in its last rows, and nothing else; with an ``arena``, huge ones are carved from it."""
+    def serve(request):  # noqa: ANN001, ANN202 - an allocations.Request; a tensor or None
+        meta = request.meta
+        if request.zero or meta.numel() < LARGE:
+            return None  # small, or zeros (zeroing a lazy mapping would touch every page): torch's own
+        t = None
+        if arena is not None and request.factory != "empty_strided":
+            t = arena.tensor(tuple(meta.shape), meta.dtype)
+        if t is None:
+            t = request.allocate()
+        if t.is_contiguous() and t.dtype.is_floating_point:
+            row = t.numel() // t.shape[0] if t.dim() else 1
+            tail = t.view(-1)[-min(t.numel(), rows_of.get(t.shape[0] if t.dim() else 1, 1) * row):]
+            pattern = int.from_bytes(poison_bytes(t.dtype), "little", signed=True)
+            tail.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]).fill_(pattern)
+        return t
 
-    With an ``arena``, huge allocations are served from it.
-    """
-    import torch
-
-    from triton_conformance.conformance.memory import poison_bytes
-
-    factories = {name: getattr(torch, name) for name in ("empty", "empty_like", "empty_strided")}
-
-    def wrap(name, original):
-        def factory(*args, **kwargs):
-            t = None
-            if arena is not None and name != "empty_strided":
-                meta = original(*args, **{**kwargs, "device": "meta"})
-                if meta.numel() >= LARGE:
-                    t = arena.tensor(tuple(meta.shape), meta.dtype)
-            if t is None:
-                t = original(*args, **kwargs)
-            if t.numel() >= LARGE and t.is_contiguous() and t.dtype.is_floating_point:
-                row = t.numel() // t.shape[0] if t.dim() else 1
-                tail = t.view(-1)[-min(t.numel(), rows_of.get(t.shape[0] if t.dim() else 1, 1) * row):]
-                size = t.element_size()
-                pattern = int.from_bytes(poison_bytes(t.dtype), "little", signed=True)
-                tail.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[size]).fill_(pattern)
-            return t
-
-        return factory
-
-    try:
-        for name, fn in factories.items():
-            setattr(torch, name, wrap(name, fn))
-        yield
-    finally:
-        for name, fn in factories.items():
-            setattr(torch, name, fn)
+    return serve
 
 
 def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
@@ -237,11 +216,6 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
 
     On CUDA the rest is filled too (with randn), so the kernel reads real data everywhere.
     """
-    import torch
-
-    from triton_conformance.strategies._internal.tensors import torch_dtype
-    from triton_conformance.strategies._internal.values import fill_values
-
     dtype = torch_dtype(plan.dtype)
     out = {}
     for index, name in enumerate(contract.inputs):
@@ -260,47 +234,42 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
     return out
 
 
-def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0, *, emulate: bool | None = None):
+def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed: int = 0, *,
+                            emulate: bool | None = None):
     """Run the cell's one example: a Finding, or ``"honoured"``.
 
     ``emulate`` (default: on the CPU) runs only the last programs of the grid
     on lazily allocated tensors; without it the whole grid runs on real
-    tensors, as on CUDA.
+    tensors, as on CUDA.  The written tail of each output is judged like any
+    example (``judge``: the subject's oracle, tolerance and error scale).
     """
-    import torch
-
-    from triton_conformance.conformance.checks import _as_tuple
-    from triton_conformance.conformance.memory import unwritten_elements
-    from triton_conformance.model.outcomes import Finding
-    from triton_conformance.oracles.comparison import compare
-    from triton_conformance.oracles.tolerance import default_bound
-
+    judge = judge or Judge(subject, on_cuda=backend.compiles)
     contract = subject.contract
-    reason = large_index_skip_reason(contract)
-    if reason is not None:
-        raise InvalidArgument(f"run_large_index_example: subject={subject.name!r}, expected one the cell "
-                              f"applies to: {reason}")
     plan = large_index_plan(contract)
-    itemsize = _itemsizes[plan.dtype]
+    if isinstance(plan, str):
+        raise InvalidArgument(f"run_large_index_example: subject={subject.name!r}, expected one the cell "
+                              f"applies to: {plan}")
+    device = backend.device
+    itemsize = ITEMSIZE[plan.dtype]
     largest = max(plan.elements(contract, n) for n in contract.inputs) * itemsize
-    emulate = device == "cpu" if emulate is None else emulate
+    emulate = not backend.on_device if emulate is None else emulate
     # Room for the inputs and their outputs (one output where the gaps are real memory).
     arena = _Arena(len(contract.inputs) + (len(contract.inputs) if emulate else 1), largest, itemsize, device,
                    reserve=emulate)
     inputs = _build(contract, plan, device, seed, arena, emulate)
     rows, fill = plan.dims[plan.row_dim], plan.fill_rows
-    with (tail_programs() if emulate else contextlib.nullcontext()) as state, _poisoned_tails({rows: fill}, arena):
+    with (tail_programs() if emulate else contextlib.nullcontext()) as state, \
+            intercept_allocations(_tail_server({rows: fill}, arena)):
         try:
             raw = subject.launcher(**inputs, **plan.scalars)
-            if device != "cpu":
-                torch.cuda.synchronize()
+            backend.synchronize()
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
             violation = getattr(state, "violation", None)
             if violation is not None:
                 return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "
                                f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
             return Finding("crash", "exception", f"{type(exc).__name__} on {plan.dims} {plan.dtype}: {exc}",
-                           {"traceback": "".join(traceback.format_exception(exc))[-4000:]})
+                           {"traceback": exception_text(exc)})
     damage = arena.gap_damage()
     if damage is not None:
         return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
@@ -309,36 +278,27 @@ def run_large_index_example(subject: Any, device: str = "cpu", seed: int = 0, *,
     if read is not None:
         return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} {plan.dtype}; "
                        "the load was masked off)", {"address_error": str(read)})
-    outputs = _as_tuple(raw)
-    refs = _as_tuple(contract.oracle(**{n: v[-fill:].to(torch.float64) for n, v in inputs.items()},
-                                     **plan.scalars))
-    for i, (out, ref) in enumerate(zip(outputs, refs)):
+    outputs = as_tuple(raw)
+    written = fill
+    for i, out in enumerate(outputs):
         if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != rows:
             return Finding("wrong", "bad-shape", f"output {i} has shape {getattr(out, 'shape', None)}, expected "
                            f"{rows} rows")
-        tail = out[-fill:]
-        holes = unwritten_elements(tail)
+        holes = unwritten_elements(out[-fill:])
         # Emulated, only the last programs ran: a suffix of the rows is written.
-        written = _written_suffix(holes) if emulate else fill
-        if written == 0 or (not emulate and holes.any()):
+        rows_written = _written_suffix(holes) if emulate else fill
+        if rows_written == 0 or (not emulate and holes.any()):
             first = tuple(int(v) for v in torch.nonzero(holes)[0]) if holes.any() else ()
             return Finding("unsafe", "unwritten", f"output {i}: the last rows of a {tuple(out.shape)} output "
                            f"were never written (first hole at tail row {first}; an offset that wrapped "
                            "around 2^31 writes elsewhere)", {"unwritten": int(holes.sum())})
-        got, want = tail[-written:], ref.to(torch.float64)[-written:]
-        finite = want[torch.isfinite(want)]
-        scale = float(finite.abs().max()) if finite.numel() else 1.0
-        reduction = plan.dims.get(contract.reduces, 1) if contract.reduces else 1
-        bound = default_bound(out_dtype=str(out.dtype).replace("torch.", ""), accumulate=contract.accumulate,
-                              reduction=reduction, scale=scale)
-        mismatch = compare(got, want, bound, name=f"output {i} (last {written} rows)")
-        if mismatch is not None:
-            return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())
-    return "honoured"
-
-
-_itemsizes = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
-              "int32": 4, "int64": 8, "bool": 1}
+        written = min(written, rows_written)
+    tails = {n: v[-written:] for n, v in inputs.items()}
+    dims = {**plan.dims, plan.row_dim: written}
+    dtypes = {n: plan.dtype for n in contract.inputs}
+    found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(o[-written:] for o in outputs),
+                          where=f"last {written} rows of ")
+    return found if found is not None else "honoured"
 
 
 def _written_suffix(holes: Any) -> int:
@@ -346,57 +306,3 @@ def _written_suffix(holes: Any) -> int:
     per_row = holes.reshape(holes.shape[0], -1).any(dim=1) if holes.dim() else holes.reshape(1)
     bad = per_row.nonzero()
     return int(per_row.shape[0] - 1 - int(bad[-1])) if bad.numel() else int(per_row.shape[0])
-
-
-def run_large_index_cell(subject: Any, *, backend: Any):
-    """The ``shape:large-index`` cell of ``subject`` as a :class:`CellResult`."""
-    import time
-
-    from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
-
-    start = time.perf_counter()
-    base = {"subject": subject.name, "family": subject.family, "cell": "shape:large-index",
-            "expected_failure": subject.xfail}
-    plan = large_index_plan(subject.contract)
-    if isinstance(plan, str):
-        return CellResult(outcome="skipped", message=plan, **base)
-    if plan.dtype in backend.untestable:
-        return CellResult(outcome="skipped", message=backend.untestable[plan.dtype], **base)
-    try:
-        verdict = run_large_index_example(subject, device=backend.device)
-    except NotImplementedError as exc:  # an interpreter without the hooks the emulation needs
-        return CellResult(outcome="skipped", message=str(exc), **base)
-    if backend.device != "cpu" and not isinstance(verdict, Finding):
-        import torch
-
-        torch.cuda.empty_cache()  # give the 4 GiB tensors back to the other cells of this worker
-    elapsed = time.perf_counter() - start
-    where = "real tensors" if backend.device != "cpu" else "emulated: lazy tensors, last programs of the grid"
-    if isinstance(verdict, Finding):
-        example = {"dims": plan.dims, "dtypes": {n: plan.dtype for n in subject.contract.inputs},
-                   "scalars": plan.scalars, "compared_rows": plan.fill_rows}
-        return CellResult(
-            outcome=verdict.outcome, finding=verdict.kind, message=f"{verdict.message} [{where}]",
-            details=verdict.details, counterexample=Counterexample(example), reproducer=_reproducer(subject, backend),
-            examples=1, duration_s=elapsed, **base)
-    elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)
-    return CellResult(outcome="honoured", message=f"{plan.dims} {plan.dtype} ({elements} elements, "
-                      f"{where}): the last rows match the oracle", examples=1, duration_s=elapsed, **base)
-
-
-def _reproducer(subject: Any, backend: Any) -> str:
-    device = "cpu" if backend.device == "cpu" else backend.device
-    prelude = 'import os\nos.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported\n' \
-        if device == "cpu" else ""
-    return (f"{prelude}from triton_conformance.conformance.large_index import replay_large_index\n\n"
-            f"print(replay_large_index({subject.module!r}, {subject.name!r}, device={device!r}))")
-
-
-def replay_large_index(module: str, name: str, device: str = "cpu"):
-    """Import ``module``, and run the large-index example of its subject ``name`` on ``device``."""
-    import importlib
-
-    from triton_conformance.model.subject import get_subject
-
-    importlib.import_module(module)
-    return run_large_index_example(get_subject(name), device=device)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
+
+from triton_conformance.conformance.allocations import Request, intercept_allocations
 
 __all__ = ["GuardedAllocation", "guarded_allocations", "poison_bytes", "flat_bytes", "unwritten_elements",
            "GUARD_BYTES"]
@@ -69,8 +71,7 @@ class GuardedAllocation:
         return t.untyped_storage().data_ptr() == self.buffer.untyped_storage().data_ptr()
 
 
-def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, log: list[GuardedAllocation],
-              real_empty: Callable[..., torch.Tensor], variant: int = 0) -> torch.Tensor:
+def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, variant: int = 0) -> GuardedAllocation:
     elem = meta.element_size()
     if meta.numel() == 0:
         span = 0
@@ -79,7 +80,7 @@ def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, log: list[Guarde
     poison = poison_bytes(meta.dtype, variant)
     total = GUARD_BYTES + span + GUARD_BYTES
     pattern = (poison * (total // elem + 1))[:total]
-    buffer = real_empty(total, dtype=torch.uint8, device=device)
+    buffer = torch.empty(total, dtype=torch.uint8, device=device)  # torch's own: the interceptor is idle here
     buffer.copy_(torch.frombuffer(bytearray(pattern), dtype=torch.uint8))
     if span:
         tensor = buffer.view(meta.dtype).as_strided(meta.shape, meta.stride(), GUARD_BYTES // elem)
@@ -87,15 +88,7 @@ def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, log: list[Guarde
         tensor = buffer.view(meta.dtype)[:0].reshape(meta.shape)
     if fill_zero and span:
         tensor.zero_()
-    log.append(GuardedAllocation(buffer=buffer, tensor=tensor, span_bytes=span, initial=pattern, variant=variant))
-    return tensor
-
-
-_FACTORIES = {  # name -> fills with zeros
-    "empty": False, "empty_like": False, "empty_strided": False,
-    "zeros": True, "zeros_like": True,
-}
-_METHODS = {"new_empty": False, "new_zeros": True}
+    return GuardedAllocation(buffer=buffer, tensor=tensor, span_bytes=span, initial=pattern, variant=variant)
 
 
 @contextlib.contextmanager
@@ -107,42 +100,13 @@ def guarded_allocations(device_override: str | None = None, variant: int = 0) ->
     hard-codes ``device="cuda"`` still runs under the interpreter on the CPU).
     """
     log: list[GuardedAllocation] = []
-    busy: list[str] = []
-    real_empty = torch.empty
-    saved = {name: getattr(torch, name) for name in _FACTORIES}
-    saved_methods = {name: getattr(torch.Tensor, name) for name in _METHODS}
 
-    def make(name: str, original: Callable[..., torch.Tensor], zero: bool):
-        def factory(*args: Any, **kwargs: Any) -> torch.Tensor:
-            if busy or kwargs.get("requires_grad") or kwargs.get("pin_memory"):
-                return original(*args, **kwargs)
-            like = args[0] if name.endswith("_like") or name.startswith("new_") else None
-            device = kwargs.pop("device", None)
-            if device is None:
-                device = like.device if isinstance(like, torch.Tensor) else "cpu"
-            if device_override is not None:
-                device = device_override
-            busy.append(name)  # torch may call these factories itself while we allocate
-            try:
-                meta = original(*args, device="meta", **kwargs)
-                return _allocate(meta, device, zero, log, real_empty, variant)
-            finally:
-                busy.pop()
+    def serve(request: Request) -> torch.Tensor:
+        log.append(_allocate(request.meta, request.device, request.zero, variant))
+        return log[-1].tensor
 
-        factory.__name__ = name
-        return factory
-
-    try:
-        for name, zero in _FACTORIES.items():
-            setattr(torch, name, make(name, saved[name], zero))
-        for name, zero in _METHODS.items():
-            setattr(torch.Tensor, name, make(name, saved_methods[name], zero))
+    with intercept_allocations(serve, device_override=device_override):
         yield log
-    finally:
-        for name, fn in saved.items():
-            setattr(torch, name, fn)
-        for name, fn in saved_methods.items():
-            setattr(torch.Tensor, name, fn)
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:

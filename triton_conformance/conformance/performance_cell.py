@@ -12,14 +12,12 @@ drop in its fraction (:mod:`triton_conformance.reports.diff`).
 
 from __future__ import annotations
 
-import time
-import traceback
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.checks import run_example
-from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
+from triton_conformance.conformance.judge import Judge, exception_text
 from triton_conformance.conformance.peaks import (
     CudaEventTimer,
     Peaks,
@@ -27,14 +25,16 @@ from triton_conformance.conformance.peaks import (
     measured_peaks,
     median_ms,
 )
+from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
+from triton_conformance.errors import InvalidArgument
+from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
 from triton_conformance.model.performance import (
     Performance,
     check_performance,
     figures_line,
 )
-from triton_conformance.model.subject import Subject
-from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.spec import Spec
+from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.tensors import build_inputs
 
 __all__ = ["NOT_CUDA", "NO_CONTRACT", "Measurement", "measure", "measured_spec", "run_performance_cell"]
@@ -128,35 +128,26 @@ def measure(subject: Subject, *, device: str = "cuda", timer: Timer | None = Non
                        peaks=peaks.describe(), **out)
 
 
-def run_performance_cell(subject: Subject, *, backend: Backend, timer: Timer | None = None,
-                         peaks: Peaks | None = None) -> CellResult:
+def run_performance_cell(subject: Subject, *, backend: Backend, judge: Judge | None = None,
+                         timer: Timer | None = None, peaks: Peaks | None = None) -> CellResult:
     """The ``performance`` cell of ``subject`` on ``backend`` (skipped unless it is CUDA)."""
-    base = {"subject": subject.name, "family": subject.family, "cell": "performance",
-            "expected_failure": subject.xfail}
-    start = time.perf_counter()
+    cell = "performance"
     if subject.contract.performance is None:
-        return CellResult(outcome="skipped", message=NO_CONTRACT, **base)
-    if backend.name != "cuda":
-        return CellResult(outcome="skipped", message=NOT_CUDA, **base)
+        return skipped(subject, cell, NO_CONTRACT)
+    if not backend.compiles:
+        return skipped(subject, cell, NOT_CUDA)
     spec = measured_spec(subject)
     where = f"at the measured size dims={spec.dims}, dtypes={spec.dtypes}"
     if subject.contract.model is None:  # stochastic subjects are judged by their own cells
-        verdict = run_example(subject, spec, backend)
+        verdict = run_example(subject, spec, backend, judge)
         if isinstance(verdict, Finding):
-            from triton_conformance.conformance.replay import reproducer
-
-            return CellResult(outcome=verdict.outcome, finding=verdict.kind,
-                              message=f"not timed: {where}: {verdict.message}", details=dict(verdict.details),
-                              counterexample=Counterexample(spec.to_dict()), examples=1,
-                              reproducer=reproducer(subject, "performance", spec, verdict, backend),
-                              duration_s=time.perf_counter() - start, **base)
+            return failed(subject, cell, verdict, message=f"not timed: {where}: {verdict.message}",
+                          counterexample=Counterexample(spec.to_dict()), examples=1,
+                          reproducer=reproducer(subject, cell, spec, verdict, backend))
     try:
         m = measure(subject, device=backend.device, timer=timer, peaks=peaks)
     except Exception as exc:  # noqa: BLE001 - a launch that fails while timed is a crash of the cell
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
-        return CellResult(outcome="crash", finding="exception", message=f"while timing {where}: {exc!r}",
-                          details={"traceback": text}, counterexample=Counterexample(spec.to_dict()), examples=1,
-                          duration_s=time.perf_counter() - start, **base)
+        finding = Finding("crash", "exception", f"while timing {where}: {exc!r}", {"traceback": exception_text(exc)})
+        return failed(subject, cell, finding, counterexample=Counterexample(spec.to_dict()), examples=1)
     details = m.details()
-    return CellResult(outcome="honoured", message=f"{where}: {figures_line(details)}", details=details,
-                      examples=1, duration_s=time.perf_counter() - start, **base)
+    return cell_result(subject, cell, "honoured", f"{where}: {figures_line(details)}", details=details, examples=1)

@@ -40,7 +40,7 @@ class Profile:
     max_outer: int
     database: str | None = None
     compile_budget: int | None = None
-    shrink_calls: int = 100
+    shrink_calls: int = 40
 
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (

@@ -23,7 +23,9 @@ class Outcome:
     - ``colour``: its colour in the HTML report;
     - ``passing``: whether the cell passes (a known-buggy subject's failing cell is xfail);
     - ``allure``: Allure's status for it; ``junit``: how the JUnit XML shows it;
-    - ``summary``: one line for the report's legend.
+    - ``summary``: one line for the report's legend;
+    - ``kernel_fault``: a failing outcome that is a verdict about the kernel (a regression
+      in the nightly diff); False for a mistake in the subject's declaration.
     """
 
     name: str
@@ -33,6 +35,11 @@ class Outcome:
     allure: str
     junit: str
     summary: str
+    kernel_fault: bool = True
+
+    def __post_init__(self) -> None:
+        if self.passing and self.kernel_fault:
+            object.__setattr__(self, "kernel_fault", False)  # a passing outcome faults nothing
 
 
 OUTCOME_TABLE: tuple[Outcome, ...] = (
@@ -51,6 +58,9 @@ OUTCOME_TABLE: tuple[Outcome, ...] = (
     Outcome("timeout", "T", "#e0b21a", False, "broken", "failure", "the cell did not finish in time"),
     Outcome("skipped", ".", "#d4d4d4", True, "skipped", "skipped",
             "the cell does not apply to this contract or back end (the reason says why)"),
+    Outcome("oracle-error", "E", "#5b6b7a", False, "broken", "error",
+            "the subject's own oracle or error_scale raised: a mistake in the declaration, not a kernel verdict",
+            kernel_fault=False),
 )
 _BY_NAME = {o.name: o for o in OUTCOME_TABLE}
 OUTCOMES = tuple(o.name for o in OUTCOME_TABLE)

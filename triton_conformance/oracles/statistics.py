@@ -19,20 +19,18 @@ from numbers import Integral, Real
 
 __all__ = [
     "StatResult",
-    "agreement_expected",
-    "binomial_power",
-    "binomial_sample_size",
+    "check_count",
+    "check_probability",
+    "log_tail",
     "binomial_homogeneity",
     "binomial_test",
     "count_normal_test",
     "grouped_counts_test",
     "poisson_binomial_test",
-    "bonferroni",
     "chi_square_uniformity",
     "gamma_q",
     "kolmogorov_q",
     "ks_uniform",
-    "normal_quantile",
 ]
 
 # Outcomes whose log-probability is within this of the observed one count as
@@ -64,7 +62,7 @@ class StatResult:
         )
 
 
-def _check_probability(name, value, *, open_low=False, open_high=False):
+def check_probability(name, value, *, open_low=False, open_high=False):
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name}={value!r}, expected a real number")
     value = float(value)
@@ -76,7 +74,7 @@ def _check_probability(name, value, *, open_low=False, open_high=False):
     return value
 
 
-def _check_count(name, value, minimum=0):
+def check_count(name, value, minimum=0):
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name}={value!r}, expected an int")
     if value < minimum:
@@ -91,7 +89,7 @@ def _log_pmf(j, n, p):
     return math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * math.log(p) + (n - j) * math.log1p(-p)
 
 
-def _log_tail(start, n, p, step):
+def log_tail(start, n, p, step):
     """log P(X = start) + log of the sum of P(X = j)/P(X = start) walking from ``start`` by ``step`` (+1 or -1).
 
     Assumes the walk moves away from the mode, so the ratio of successive terms
@@ -125,11 +123,11 @@ def binomial_test(k, n, p, description=""):
     ``p = 0`` and ``p = 1`` are exact: the only possible outcome (``k = 0``,
     respectively ``k = n``) has p-value 1, every other outcome p-value 0.
     """
-    n = _check_count("n", n)
-    k = _check_count("k", k)
+    n = check_count("n", n)
+    k = check_count("k", k)
     if k > n:
         raise ValueError(f"k={k}, expected 0 <= k <= n={n}")
-    p = _check_probability("p", p)
+    p = check_probability("p", p)
     rate = k / n if n else p
 
     def result(p_value):
@@ -145,7 +143,7 @@ def binomial_test(k, n, p, description=""):
         return result(1.0)
     threshold = _log_pmf(k, n, p) + _LOG_TIE
     if k < mode:
-        near = _log_tail(k, n, p, -1)
+        near = log_tail(k, n, p, -1)
         # the first outcome past the mode that is no more likely than k (binary search: pmf falls there)
         lo, hi = mode, n + 1
         while lo < hi:
@@ -154,9 +152,9 @@ def binomial_test(k, n, p, description=""):
                 hi = mid
             else:
                 lo = mid + 1
-        far = _log_tail(lo, n, p, +1) if lo <= n else -math.inf
+        far = log_tail(lo, n, p, +1) if lo <= n else -math.inf
     else:
-        near = _log_tail(k, n, p, +1)
+        near = log_tail(k, n, p, +1)
         # the last outcome before the mode that is no more likely than k (pmf rises there)
         lo, hi = -1, mode
         while lo < hi:
@@ -165,7 +163,7 @@ def binomial_test(k, n, p, description=""):
                 lo = mid
             else:
                 hi = mid - 1
-        far = _log_tail(lo, n, p, -1) if lo >= 0 else -math.inf
+        far = log_tail(lo, n, p, -1) if lo >= 0 else -math.inf
     return result(math.exp(near) + math.exp(far))
 
 
@@ -228,14 +226,14 @@ def chi_square_uniformity(counts, expected_probs=None, description=""):
     is the statistic's mean under the model, k - 1.
     """
     counts = counts.tolist() if hasattr(counts, "tolist") else counts  # a tensor, e.g. from torch.bincount
-    counts = [_check_count("counts[i]", c) for c in counts]
+    counts = [check_count("counts[i]", c) for c in counts]
     k = len(counts)
     if k < 2:
         raise ValueError(f"len(counts)={k}, expected at least 2 categories")
     if expected_probs is None:
         expected_probs = [1.0 / k] * k
     expected_probs = expected_probs.tolist() if hasattr(expected_probs, "tolist") else expected_probs
-    probs = [_check_probability("expected_probs[i]", q, open_low=True) for q in expected_probs]
+    probs = [check_probability("expected_probs[i]", q, open_low=True) for q in expected_probs]
     if len(probs) != k:
         raise ValueError(f"len(expected_probs)={len(probs)}, expected len(counts)={k}")
     if abs(math.fsum(probs) - 1) > 1e-9:
@@ -263,8 +261,8 @@ def binomial_homogeneity(events, trials, p, description=""):
     trials = trials.tolist() if hasattr(trials, "tolist") else list(trials)
     if len(events) != len(trials):
         raise ValueError(f"len(events)={len(events)}, expected len(trials)={len(trials)}")
-    p = _check_probability("p", p, open_low=True, open_high=True)
-    pairs = [(_check_count("events[g]", k), _check_count("trials[g]", n)) for k, n in zip(events, trials)]
+    p = check_probability("p", p, open_low=True, open_high=True)
+    pairs = [(check_count("events[g]", k), check_count("trials[g]", n)) for k, n in zip(events, trials)]
     if any(k > n for k, n in pairs):
         raise ValueError("events[g] > trials[g] for some group, expected at most as many events as trials")
     return grouped_counts_test([k for k, _ in pairs], [n * p for _, n in pairs],
@@ -305,7 +303,7 @@ def poisson_binomial_test(k, probabilities, description=""):
     designed cells).  ``statistic`` and ``expected`` are rates: k / n and mean / n.
     """
     probs = probabilities.tolist() if hasattr(probabilities, "tolist") else list(probabilities)
-    k = _check_count("k", k)
+    k = check_count("k", k)
     n = len(probs)
     if k > n:
         raise ValueError(f"k={k}, expected 0 <= k <= n={n}")
@@ -324,8 +322,8 @@ def count_normal_test(k, n, mean, variance, description=""):
     probabilities themselves (e.g. on tensors).  Zero variance means the
     count is certain.
     """
-    k = _check_count("k", k)
-    n = _check_count("n", n)
+    k = check_count("k", k)
+    n = check_count("n", n)
     if n == 0:
         return StatResult("poisson-binomial", 0.0, 0.0, 1.0, 0, description)
     if variance <= 0:
@@ -380,134 +378,3 @@ def ks_uniform(samples, description=""):
     root = math.sqrt(n)
     p_value = kolmogorov_q((root + 0.12 + 0.11 / root) * d)
     return StatResult("ks", d, math.sqrt(math.pi / 2) * math.log(2) / root, p_value, n, description)
-
-
-# %% Planning: error rates and sample sizes ----------------------------------
-
-
-def bonferroni(alpha_per_run, n_checks):
-    """The per-check level that keeps the whole run's false-positive rate at most ``alpha_per_run``.
-
-    ``alpha_per_run / n_checks``: by the union bound, P(any of n_checks true
-    models is rejected) <= sum of the per-check rates, whatever the dependence
-    between the checks.
-    """
-    alpha_per_run = _check_probability("alpha_per_run", alpha_per_run, open_low=True, open_high=True)
-    n_checks = _check_count("n_checks", n_checks, minimum=1)
-    return alpha_per_run / n_checks
-
-
-def normal_quantile(q):
-    """The z with P(Z <= z) = q for a standard normal Z, by bisection on ``math.erfc`` (exact to about 1e-15)."""
-    q = _check_probability("q", q, open_low=True, open_high=True)
-    lo, hi = -40.0, 40.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if 0.5 * math.erfc(-mid / math.sqrt(2)) < q:  # P(Z <= mid); erfc keeps the lower tail accurate
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-15:
-            break
-    return (lo + hi) / 2
-
-
-def binomial_sample_size(p0, delta, alpha, power):
-    """Trials needed for a two-sided level-``alpha`` :func:`binomial_test` of p = p0 to reject, with
-    probability at least ``power``, when the true rate is p0 - delta or p0 + delta.
-
-    For 0 < p0 < 1 the start is the normal-approximation formula
-
-        n = ((z_{1-alpha/2} sqrt(p0 (1-p0)) + z_{power} sqrt(p1 (1-p1))) / delta)^2,
-
-    maximised over the alternatives p1 = p0 +- delta that lie in [0, 1]. The
-    exact test is discrete and can fall a few percent short of that power at
-    small n (0.76 instead of 0.80 at p0 = 0.5, delta = 0.1, alpha = 0.05), so n
-    is then raised by 2% at a time until :func:`binomial_power` confirms the
-    power for every alternative. Power only grows as the deviation grows past
-    delta; as a function of n it saw-tooths slightly, so the guarantee is for
-    the n returned.
-
-    At p0 = 0 (or 1) any success (failure) is rejected outright, so the exact
-    answer is the least n with (1 - delta)^n <= 1 - power.
-    """
-    p0 = _check_probability("p0", p0)
-    delta = _check_probability("delta", delta, open_low=True)
-    alpha = _check_probability("alpha", alpha, open_low=True, open_high=True)
-    power = _check_probability("power", power, open_low=True, open_high=True)
-    alternatives = [p1 for p1 in (p0 - delta, p0 + delta) if 0 <= p1 <= 1]
-    if not alternatives:
-        raise ValueError(f"delta={delta!r}, expected p0 - delta >= 0 or p0 + delta <= 1 (p0={p0!r})")
-    if p0 in (0.0, 1.0):
-        return max(1, math.ceil(math.log1p(-power) / math.log1p(-delta)))
-    z_alpha = normal_quantile(1 - alpha / 2)
-    z_power = normal_quantile(power)
-    sizes = [
-        ((z_alpha * math.sqrt(p0 * (1 - p0)) + z_power * math.sqrt(p1 * (1 - p1))) / delta) ** 2 for p1 in alternatives
-    ]
-    n = max(1, math.ceil(max(sizes)))
-    for _ in range(200):
-        if min(binomial_power(n, p0, p1, alpha) for p1 in alternatives) >= power:
-            break
-        n = math.ceil(n * 1.02) + 1
-    return n
-
-
-def _rejection_region(n, p0, alpha):
-    """(lower, upper): binomial_test(k, n, p0) rejects exactly when k <= lower or k >= upper.
-
-    The p-value rises monotonically towards the mode from either side, so each
-    boundary is a binary search; lower = -1 or upper = n + 1 when that side never rejects.
-    """
-    rejects = lambda k: binomial_test(k, n, p0).p_value < alpha  # noqa: E731
-    mode = min(n, math.floor((n + 1) * p0))
-    lo, hi = -1, mode  # the largest rejecting k at or below the mode
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if rejects(mid) else (lo, mid - 1)
-    lower = lo
-    lo, hi = mode, n + 1  # the smallest rejecting k at or above the mode
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if rejects(mid) else (mid + 1, hi)
-    return lower, lo
-
-
-def _tail_probability(n, p, k, below):
-    """P(X <= k) if ``below`` else P(X >= k), for X ~ Binomial(n, p), summed from the side away from the mode."""
-    if below and k < 0 or not below and k > n:
-        return 0.0
-    if below and k >= n or not below and k <= 0:
-        return 1.0
-    if p in (0.0, 1.0):
-        certain = 0 if p == 0.0 else n
-        return float(certain <= k if below else certain >= k)
-    mode = min(n, math.floor((n + 1) * p))
-    if below:
-        return math.exp(_log_tail(k, n, p, -1)) if k <= mode else 1 - math.exp(_log_tail(k + 1, n, p, +1))
-    return math.exp(_log_tail(k, n, p, +1)) if k >= mode else 1 - math.exp(_log_tail(k - 1, n, p, -1))
-
-
-def binomial_power(n, p0, p1, alpha):
-    """Exact power of :func:`binomial_test` at level ``alpha``: P(p-value < alpha) when X ~ Binomial(n, p1).
-
-    Finds the test's rejection region by binary search and sums its
-    probability under p1, so it costs a few dozen tests whatever n is.
-    """
-    n = _check_count("n", n, minimum=1)
-    p0 = _check_probability("p0", p0)
-    p1 = _check_probability("p1", p1)
-    alpha = _check_probability("alpha", alpha, open_low=True, open_high=True)
-    if p0 in (0.0, 1.0):  # every outcome but the certain one rejects
-        return 1.0 - (1.0 - p1) ** n if p0 == 0.0 else 1.0 - p1**n
-    lower, upper = _rejection_region(n, p0, alpha)
-    if lower >= upper:
-        return 1.0
-    total = _tail_probability(n, p1, lower, True) + _tail_probability(n, p1, upper, False)
-    return min(1.0, max(0.0, total))
-
-
-def agreement_expected(p):
-    """P(two independent keep-masks agree at one element) when each drops with probability p: p^2 + (1-p)^2."""
-    p = _check_probability("p", p)
-    return p * p + (1 - p) * (1 - p)

@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import difflib
 import random
+import shlex
+import sys
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from triton_conformance.plugin.items import PROPERTY, ConformanceItem
+from triton_conformance.plugin.items import (
+    IMPORT_CELL,
+    PROPERTY,
+    ConformanceItem,
+    ImportFailureItem,
+    import_result,
+    item_name,
+)
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.model.config import RunConfig
 
 __all__ = ["ConformanceSession"]
 
+RERUN_LINES = 20  # re-run commands printed at most
+
 
 class ConformanceSession:
     """A run's state: its :class:`RunConfig`, the subjects, the executor and the results as they arrive."""
 
-    def __init__(self, config: pytest.Config, *, run: RunConfig, results_path: str):
+    def __init__(self, config: pytest.Config, *, run: RunConfig, results_path: str, fresh: bool = False,
+                 cells: list[str] | None = None):
         from triton_conformance.workers.executor import CellExecutor
 
         self.config = config
@@ -33,20 +46,62 @@ class ConformanceSession:
         self.executor = CellExecutor(run)
         self.results: dict[str, CellResult] = {}
         self.subjects: list = []
+        self.import_failures: list = []  # ImportFailure: modules that raised while importing
         self.is_worker = workerinput is not None
+        self.fresh = fresh  # write a new results file instead of merging into the one there
+        self.selected = list(cells or ())  # --conformance-cell: run only these cells
+        self._cells: dict[str, tuple[str, str]] | None = None
+
+    # -- the cells ------------------------------------------------------
+    def cells(self) -> dict[str, tuple[str, str]]:
+        """Every conformance item's name (``subject[cell]``) -> (subject, cell), import failures included.
+
+        The same on the controller, which under xdist collects nothing, and on the workers.
+        """
+        if self._cells is None:
+            from triton_conformance.conformance.kinds import cells_for
+
+            self._cells = {item_name(f.module, IMPORT_CELL): (f.module, IMPORT_CELL) for f in self.import_failures}
+            for subject in self.subjects:
+                for cell in cells_for(subject.contract):
+                    self._cells[item_name(subject.name, cell)] = (subject.name, cell)
+        return self._cells
+
+    def check_selection(self) -> None:
+        """Raise ConformanceUsageError for a --conformance-cell that names no cell."""
+        cells = self.cells()
+        subjects = {subject for subject, _ in cells.values()}
+        for wanted in self.selected:
+            if wanted in cells or wanted in subjects:
+                continue
+            close = difflib.get_close_matches(wanted, list(cells) + sorted(subjects), n=3)
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise ConformanceUsageError(
+                f"--conformance-cell={wanted!r} names no cell, expected subject[cell] as the terminal prints it, "
+                f"or a subject name{hint}")
+
+    def _wanted(self, name: str) -> bool:
+        return not self.selected or name in self.selected or self.cells()[name][0] in self.selected
 
     # -- collection -----------------------------------------------------
     def load_subjects(self) -> None:
-        """Import the modules that declare subjects; raises ConformanceUsageError if there are none."""
+        """Import the modules that declare subjects; raises ConformanceUsageError if there are none.
+
+        The rootdir goes on sys.path first (worker processes inherit it), so the
+        project's own modules import without a ``pythonpath`` setting.  A module
+        that raises while importing becomes a crash cell ``module[import]``.
+        """
         from triton_conformance.model.subject import load_modules, registry
 
         modules: list[str] = []
         for names in self.config.hook.pytest_conformance_modules(config=self.config):
             modules.extend(names or ())
         modules.extend(self.config.getini("conformance_modules") or ())
-        load_modules(dict.fromkeys(modules), entry_points=True)
+        self.import_failures = load_modules(dict.fromkeys(modules), entry_points=True,
+                                            root=str(self.config.rootpath))
         self.subjects = list(registry)
-        if not self.subjects:
+        self._cells = None
+        if not self.subjects and not self.import_failures:
             raise ConformanceUsageError(
                 "--conformance was given but no subject is declared: implement "
                 "pytest_conformance_modules() in conftest.py, set the conformance_modules ini option, "
@@ -57,12 +112,18 @@ class ConformanceSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
-        from triton_conformance.conformance.cells import cells_for
+        from triton_conformance.conformance.kinds import cells_for
 
+        ours: list = [ImportFailureItem.from_parent(session, name=item_name(f.module, IMPORT_CELL), failure=f)
+                      for f in self.import_failures]
         for subject in self.subjects:
             for cell in cells_for(subject.contract):
-                items.append(ConformanceItem.from_parent(
-                    session, name=f"{subject.name}[{cell}]", subject=subject, cell=cell, owner=self))
+                ours.append(ConformanceItem.from_parent(
+                    session, name=item_name(subject.name, cell), subject=subject, cell=cell, owner=self))
+        kept = [item for item in ours if self._wanted(item.name)]
+        if len(kept) < len(ours):
+            config.hook.pytest_deselected(items=[item for item in ours if not self._wanted(item.name)])
+        items.extend(kept)
 
     # -- results --------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -71,12 +132,28 @@ class ConformanceSession:
             result = CellResult.from_dict(props[PROPERTY])
             self.results[report.nodeid] = result
             self.config.hook.pytest_conformance_result(config=self.config, result=result)
-        elif report.failed and report.nodeid not in self.results and "[" in report.nodeid:
-            # The pytest worker itself died (xdist replaced it): the cell is still a crash.
-            name, _, cell = report.nodeid.rpartition("::")[2].partition("[")
-            self.results[report.nodeid] = CellResult(
-                subject=name, family=name, cell=cell.rstrip("]"), outcome="crash", finding="worker-died",
-                message=str(report.longrepr)[-3000:])
+            return
+        if not report.failed or report.nodeid in self.results:
+            return
+        cell = self._cell_of(report.nodeid)
+        if cell is None:
+            return  # the user's own test
+        # The pytest worker itself died (xdist replaced it): the cell is still a crash.
+        name, cell = cell
+        subject = next((s for s in self.subjects if s.name == name), None)
+        if cell == IMPORT_CELL and subject is None:
+            failure = next(f for f in self.import_failures if f.module == name)
+            result = import_result(failure)
+        else:
+            result = CellResult(subject=name, family=subject.family if subject else name, cell=cell,
+                                outcome="crash", finding="worker-died", message=str(report.longrepr)[-3000:],
+                                expected_failure=subject.xfail if subject else None)
+        self.results[report.nodeid] = result
+
+    def _cell_of(self, nodeid: str) -> tuple[str, str] | None:
+        """(subject, cell) of a conformance item's node id (``::`` + its name), None for any other test."""
+        prefix, _, name = nodeid.partition("::")
+        return self.cells().get(name) if prefix == "" else None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -89,20 +166,60 @@ class ConformanceSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker:
             return
+        from triton_conformance.conformance.kinds import catalogue
         from triton_conformance.reports.terminal import matrix_lines
 
         terminalreporter.section("conformance matrix")
-        for line in matrix_lines(self.results.values()):
+        for line in matrix_lines(self.results.values(), catalogue()):
             terminalreporter.write_line(line)
+        for failure in self.import_failures:
+            terminalreporter.write_line(f"cannot import subject module {failure.module!r}: {failure.error}; "
+                                        f"recorded as the crash cell {item_name(failure.module, IMPORT_CELL)}",
+                                        red=True)
         terminalreporter.write_line(f"results: {self.results_path}")
         if self.run.seed is not None:
             terminalreporter.write_line(f"reproduce this run with --conformance-seed={self.run.seed}")
+        rerun = self.rerun_commands()
+        if rerun:
+            terminalreporter.write_line("re-run a failing cell:")
+            for line in rerun[:RERUN_LINES]:
+                terminalreporter.write_line(f"  {line}")
+            if len(rerun) > RERUN_LINES:
+                terminalreporter.write_line(f"  ... and {len(rerun) - RERUN_LINES} more: --conformance-cell takes "
+                                            "subject[cell] as the matrix names it, and may be repeated")
+
+    def rerun_commands(self) -> list[str]:
+        """A pytest command line for each failing cell of this run, which runs that cell alone."""
+        from triton_conformance.options import OPTIONS
+
+        defaults = {name: default for name, default, *_ in OPTIONS}
+        common = ["pytest", "--conformance-only"]
+        for name, value in (("device", self.run.device), ("profile", self.run.profile.name)):
+            if value != defaults[name]:
+                common.append(f"--conformance-{name}={value}")
+        if self.run.seed is not None:
+            common.append(f"--conformance-seed={self.run.seed}")
+        if self.results_path != defaults["results"]:
+            common.append(f"--conformance-results={self.results_path}")
+        failing = sorted((r for r in self.results.values() if not r.passed),
+                         key=lambda r: r.expected_failure is not None)  # in the order they ran, known bugs last
+        return [shlex.join(common + [f"--conformance-cell={item_name(r.subject, r.cell)}"]) for r in failing]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.executor.close()
         if self.is_worker or not self.results:
             return
+        from triton_conformance.conformance.kinds import catalogue
         from triton_conformance.reports.results_json import environment, results_document, write_results
 
+        from triton_conformance.plugin.merge import check_mergeable, merge_documents
+
         env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed)
-        write_results(self.results_path, results_document(self.results.values(), env))
+        document = results_document(self.results.values(), env, catalogue())
+        try:
+            previous = None if self.fresh else check_mergeable(self.results_path, device=self.run.device)
+        except ConformanceUsageError as exc:  # replaced since pytest_configure checked it: leave it, write beside
+            self.results_path += ".new"
+            print(f"triton-conformance: {exc}; this run's results went to {self.results_path}", file=sys.stderr)
+            previous = None
+        write_results(self.results_path, merge_documents(document, previous))

@@ -118,7 +118,7 @@ class CellExecutor:
         if last_spec is None:
             return result
         from triton_conformance.conformance.backend import Backend
-        from triton_conformance.conformance.replay import reproducer
+        from triton_conformance.conformance.results import reproducer
         from triton_conformance.model.outcomes import Counterexample
         from triton_conformance.model.spec import Spec
 

@@ -25,45 +25,26 @@ whatever ``f`` is (ReLU hides it on the rest).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from triton_conformance.conformance.results import cell_result, failed, reproducer_script
 from triton_conformance.conformance.stochastic.designs import DESIGNS, STATISTICAL_FINDING
-from triton_conformance.conformance.stochastic.experiment import (
-    DesignFailure,
-    Experiment,
-    at,
-    bernoulli_test,
-    probabilities,
-)
-from triton_conformance.conformance.stochastic.plan import (
-    STOCHASTIC_CELLS,
-    Plan,
-    example_alpha,
-    plan_for,
-    stochastic_cells,
-)
+from triton_conformance.conformance.stochastic.experiment import DesignFailure, Experiment
+from triton_conformance.conformance.stochastic.plan import STOCHASTIC_CELLS, Plan, plan_for, stochastic_cells
+from triton_conformance.model.outcomes import Counterexample, Finding
 from triton_conformance.oracles.statistics import StatResult
 
-__all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "run_stochastic_cell", "replay_stochastic",
-           "check_stochastic_output", "example_alpha"]
+__all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "run_stochastic_cell"]
 
 
-def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = None):
-    """Run one ``stochastic:*`` cell and return its CellResult."""
-    from triton_conformance.conformance.backend import Backend
-    from triton_conformance.model.outcomes import CellResult, Counterexample
-
-    backend = backend or Backend()
+def run_stochastic_cell(subject, cell: str, *, backend, plan: Plan, seed: int | None = None):
+    """Run one ``stochastic:*`` cell under ``plan`` and return its CellResult."""
     name = cell.partition(":")[2]
-    base = dict(subject=subject.name, family=subject.family, cell=cell, expected_failure=subject.xfail)
     if name not in DESIGNS:
         raise ValueError(f"run_stochastic_cell: cell={cell!r}, expected one of {stochastic_cells(subject.contract)}")
     seed = 0 if seed is None else int(seed)
-    plan = plan_for(subject.contract)
     tests: list[StatResult] = []
     series: list[dict] = []
-    start = time.perf_counter()
     experiment = Experiment(subject, backend, seed)
     try:
         DESIGNS[name](experiment, plan, tests, series)
@@ -82,75 +63,24 @@ def run_stochastic_cell(subject, cell: str, *, backend=None, seed: int | None = 
         details["series_labels"] = {"x": "probability" if name == "rate" else "lag (elements)",
                                     "y": "observed - expected"}
     rejected = [t for t in tests if t.rejects(plan.alpha_check)]
-    repro = (f"from triton_conformance.conformance.stochastic import replay_stochastic\n"
-             f"replay_stochastic({subject.module!r}, {subject.name!r}, {cell!r}, seed={seed}, "
-             f"device={'cpu' if backend.name == 'interpreter' else 'cuda'!r})\n")
-    if backend.name == "interpreter":
-        repro = 'import os\nos.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported\n' + repro
-    elapsed = time.perf_counter() - start
     counterexample = Counterexample({"seed": seed, "last_launch": experiment.last})
+    body = (f"from triton_conformance.conformance.replay import replay_stochastic\n"
+            f"replay_stochastic({subject.module!r}, {subject.name!r}, {cell!r}, seed={seed}, "
+            f"device={backend.device!r})\n")
     if failure is not None:
         outcome = "crash" if failure.kind in ("exception", "unclean-rejection") else "wrong"
-        details.update(failure.details)
-        return CellResult(outcome=outcome, finding=failure.kind, message=f"{failure.message} (seed={seed})",
-                          details=details, counterexample=counterexample, reproducer=repro, examples=len(tests),
-                          duration_s=elapsed, **base)
-    if rejected:
+        finding = Finding(outcome, failure.kind, f"{failure.message} (seed={seed})", {**details, **failure.details})
+    elif rejected:
         worst = min(rejected, key=lambda t: t.p_value)
-        message = (f"{worst.describe()} < alpha {plan.alpha_check:.3g}; {len(rejected)} of {len(tests)} tests "
-                   f"rejected the model (seed={seed})")
-        return CellResult(outcome="wrong", finding=STATISTICAL_FINDING.get(name, "statistical"), message=message,
-                          details=details, counterexample=counterexample, reproducer=repro, examples=len(tests),
-                          duration_s=elapsed, **base)
-    smallest = min((t.p_value for t in tests), default=None)
-    message = f"{len(tests)} statistical tests passed at alpha {plan.alpha_check:.3g}" if tests else "all checks passed"
-    if smallest is not None:
-        message += f" (smallest p-value {smallest:.3g})"
-    return CellResult(outcome="honoured", message=message, details=details, examples=len(tests),
-                      duration_s=elapsed, **base)
-
-
-def replay_stochastic(module: str, name: str, cell: str, *, seed: int, device: str = "cpu"):
-    """Re-run a stochastic cell with the seed of a failure; raise AssertionError if it fails again."""
-    import importlib
-
-    from triton_conformance.conformance.backend import current_backend
-    from triton_conformance.model.subject import get_subject
-
-    importlib.import_module(module)
-    result = run_stochastic_cell(get_subject(name), cell, seed=seed,
-                                 backend=current_backend("cuda" if device.startswith("cuda") else "interpreter"))
-    for t in result.details.get("tests", []):
-        print(f"{'REJECT' if t['rejected'] else 'ok    '} {t['description']}: observed {t['statistic']:.6g}, "
-              f"expected {t['expected']:.6g}, n={t['n']}, p-value={t['p_value']:.3g}")
-    print(f"{name}[{cell}]: {result.outcome} {result.message}")
-    if not result.passed:
-        raise AssertionError(f"{name}: {result.outcome} ({result.finding}): {result.message}")
-    return result
-
-
-# %% Ordinary cells: each example's output against the model ------------------
-
-
-def check_stochastic_output(subject, out, ref, scalars: dict, bound):
-    """A Finding if ``out`` breaks the model on one example of an ordinary cell, else None."""
-    from triton_conformance.model.outcomes import Finding
-
-    model = subject.contract.model
-    events = model.classify(out.detach().cpu(), ref.detach().cpu(), scalars, bound)
-    bad = events.invalid
-    if bool(bad.any()):
-        import torch
-
-        first = tuple(int(i) for i in torch.nonzero(bad)[0]) if bad.dim() else ()
-        return Finding("wrong", "invalid-value", f"{int(bad.sum())} of {bad.numel()} elements are values the model "
-                       f"does not allow ({events.allowed}); first at {first}: got {float(out.detach().cpu()[first])!r}",
-                       {"first_index": first, "invalid": int(bad.sum())})
-    k, n = events.counts()
-    if n:
-        alpha = example_alpha(subject.contract)
-        test = bernoulli_test(k, n, at(probabilities(events), events.observable), "event rate in this example")
-        if test.rejects(alpha):
-            return Finding("wrong", "rate-mismatch", f"{test.describe()} < alpha {alpha:.3g}",
-                           {"p_value": test.p_value, "statistic": test.statistic, "expected": test.expected, "n": n})
-    return None
+        finding = Finding("wrong", STATISTICAL_FINDING.get(name, "statistical"),
+                          f"{worst.describe()} < alpha {plan.alpha_check:.3g}; {len(rejected)} of {len(tests)} "
+                          f"tests rejected the model (seed={seed})", details)
+    else:
+        smallest = min((t.p_value for t in tests), default=None)
+        message = (f"{len(tests)} statistical tests passed at alpha {plan.alpha_check:.3g}" if tests
+                   else "all checks passed")
+        if smallest is not None:
+            message += f" (smallest p-value {smallest:.3g})"
+        return cell_result(subject, cell, "honoured", message, details=details, examples=len(tests))
+    return failed(subject, cell, finding, counterexample=counterexample, examples=len(tests),
+                  reproducer=reproducer_script(subject, cell, finding, backend, body))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import torch
+
+from triton_conformance.conformance.judge import clean_rejection
 from triton_conformance.conformance.stochastic.experiment import (
     DesignFailure,
     Experiment,
@@ -34,8 +37,6 @@ __all__ = ["DESIGNS", "STATISTICAL_FINDING", "lag_pairs"]
 
 
 def _rate(exp: Experiment, plan: Plan, tests: list[StatResult], series: list[dict]) -> None:
-    import torch
-
     for q in levels(exp.contract):
         k, n, draws = exp.collect(q, plan.rate_trials[q], positive=1.0)
         parts = [at(probabilities(d.events), d.events.observable) for d in draws]
@@ -55,8 +56,6 @@ def _values(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
 
 
 def _edges(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
-    from triton_conformance.conformance.checks import _clean_rejection
-
     name = exp.model.probability_name
     dims = exp.dims(4096)
     for q in (0.0, 1.0):
@@ -66,7 +65,7 @@ def _edges(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
             try:
                 exp.subject.launcher(**inputs, **params)
             except Exception as exc:  # noqa: BLE001 - any exception is judged
-                if not _clean_rejection(exc):
+                if not clean_rejection(exc):
                     raise DesignFailure("unclean-rejection", f"{name}={q:g} is outside the contract and raised "
                                    f"{type(exc).__name__}: {exc}, expected a clean ValueError/TypeError") from None
                 continue
@@ -82,8 +81,6 @@ def _edges(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
 
 
 def _reproducibility(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
-    import torch
-
     q = middle_level(exp.contract)
     seed = exp.fresh_seed()
     dims = exp.dims(20_000)
@@ -145,8 +142,6 @@ def lag_pairs(flat_event, flat_obs, lag: int, flat_prob=None):
 
 
 def _independence(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
-    import torch
-
     q = middle_level(exp.contract)
     elements = max(2 * plan.agreement_pairs, (2 * ROW_LAGS[-1] + 2) * ROW_WIDTH)
     dims = exp.dims(elements)
@@ -187,8 +182,6 @@ def _independence(exp: Experiment, plan: Plan, tests: list, series: list) -> Non
 
 def _homogeneity(group, event, observable, probs, groups: int, description: str) -> StatResult:
     """Chi-square test that the event count of every group matches its expectation."""
-    import torch
-
     g = group[observable]
     counts = torch.bincount(g, weights=event[observable].to(torch.float64), minlength=groups)
     if isinstance(probs, float):
@@ -203,8 +196,6 @@ def _homogeneity(group, event, observable, probs, groups: int, description: str)
 
 def _duplicates(x, event, observable, probs) -> StatResult:
     """Elements holding equal input values must agree no more often than independent ones."""
-    import torch
-
     order = torch.argsort(x, stable=True)
     xs, es, os_, ps = x[order], event[order], observable[order], at(probs, order)
     same = (xs[1:] == xs[:-1]) & os_[1:] & os_[:-1]

@@ -6,8 +6,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from triton_conformance.conformance.stochastic.plan import POSITIVE_FRACTION, ROW_WIDTH
 from triton_conformance.oracles.statistics import StatResult, binomial_test, count_normal_test
+from triton_conformance.oracles.tolerance import default_bound
+from triton_conformance.strategies._internal.tensors import torch_dtype
 
 __all__ = ["Draw", "Experiment", "DesignFailure", "require_valid", "probabilities", "at", "flat", "bernoulli_test",
            "agree_probability"]
@@ -25,10 +29,6 @@ class Experiment:
     """Launches one subject on designed inputs and classifies what comes back."""
 
     def __init__(self, subject, backend, seed: int):
-        import torch
-
-        from triton_conformance.strategies._internal.tensors import torch_dtype
-
         self.subject, self.contract, self.model = subject, subject.contract, subject.contract.model
         self.backend = backend
         self.last: dict[str, Any] | None = None  # the latest launch, for the counterexample
@@ -40,7 +40,6 @@ class Experiment:
 
     def fresh_seed(self) -> int:
         s = self.contract.scalars[self.model.seed]
-        import torch
 
         return int(torch.randint(int(s.low), int(s.high) + 1, (1,), generator=self.generator))
 
@@ -58,8 +57,6 @@ class Experiment:
 
     def values(self, shape, *, positive: float = POSITIVE_FRACTION, duplicated: bool = False):
         """Magnitudes in [0.5, 2), positive with probability ``positive``; ``duplicated``: each value twice."""
-        import torch
-
         n = math.prod(shape)
         half = (n + 1) // 2 if duplicated else n
         mags = 0.5 + 1.5 * torch.rand(half, generator=self.generator, dtype=torch.float64)
@@ -71,8 +68,6 @@ class Experiment:
 
     def negatives_observable(self) -> bool:
         """Whether ``f`` of negative inputs is nonzero, so events there can be seen (not for ReLU)."""
-        import torch
-
         c = self.contract
         probe = {n: -torch.linspace(0.5, 2.0, 16, dtype=torch.float64).reshape(*([1] * (len(c.inputs[n].shape) - 1)),
                                                                                  16)
@@ -98,10 +93,6 @@ class Experiment:
                 for n in c.tensor_names}
 
     def launch(self, inputs, params) -> Draw:
-        import torch
-
-        from triton_conformance.oracles.tolerance import default_bound
-
         self.last = {"shapes": {n: list(t.shape) for n, t in inputs.items()}, "params": dict(params),
                      "dtype": str(self.dtype).replace("torch.", "")}
         self.elements += sum(t.numel() for t in inputs.values())
@@ -149,8 +140,6 @@ def require_valid(draw: Draw) -> None:
     """Raise DesignFailure if any element of the draw is a value the model does not allow."""
     bad = draw.events.invalid
     if bool(bad.any()):
-        import torch
-
         first = tuple(int(i) for i in torch.nonzero(bad)[0])
         x = {n: float(t.detach().cpu()[first]) for n, t in draw.inputs.items() if tuple(t.shape) == tuple(bad.shape)}
         raise DesignFailure("invalid-value", f"{int(bad.sum())} of {bad.numel()} elements are values the model "
@@ -165,7 +154,6 @@ def probabilities(events):
     p = events.probability
     if isinstance(p, (int, float)):
         return float(p)
-    import torch
 
     return p.to(torch.float64).expand(events.event.shape)
 

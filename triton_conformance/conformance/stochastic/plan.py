@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from triton_conformance.model.contract import Contract
-from triton_conformance.oracles.statistics import agreement_expected, binomial_sample_size, bonferroni
+from triton_conformance.oracles.planning import agreement_expected, binomial_sample_size, bonferroni
 
-__all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "example_alpha", "levels", "middle_level",
-           "admits"]
+__all__ = ["STOCHASTIC_CELLS", "Plan", "plan_for", "stochastic_cells", "levels", "middle_level", "admits"]
 
 STOCHASTIC_CELLS = ("rate", "values", "edges", "reproducibility", "seeds", "independence")
 
@@ -68,9 +67,6 @@ def middle_level(contract: Contract) -> float | None:
     return 0.5 if admits(contract, 0.5) else levels(contract)[-1]
 
 
-_PLANS: dict[int, tuple[Contract, Plan]] = {}
-
-
 def admits(contract: Contract, q: float | None) -> bool:
     name = contract.model.probability_name
     if name is None:
@@ -82,26 +78,26 @@ def admits(contract: Contract, q: float | None) -> bool:
 _PLANS: dict[int, tuple[Contract, Plan]] = {}
 
 
-def plan_for(contract: Contract) -> Plan:
+def plan_for(contract: Contract, ordinary_cells: int) -> Plan:
     """The per-check level and sample sizes for ``contract``'s stochastic checks.
 
     Counted checks: one rate test per tested level, the seed and independence
-    tests, and one rate test per example of every ordinary cell.
+    tests, and one rate test per example of each of the ``ordinary_cells``.
     """
     cached = _PLANS.get(id(contract))
-    if cached is not None and cached[0] is contract:
-        return cached[1]
-    plan = _plan(contract)
-    _PLANS[id(contract)] = (contract, plan)
+    if cached is not None and cached[0] is contract and cached[1] == ordinary_cells:
+        return cached[2]
+    plan = _plan(contract, ordinary_cells)
+    _PLANS[id(contract)] = (contract, ordinary_cells, plan)
     return plan
 
 
-def _plan(contract: Contract) -> Plan:
-    from triton_conformance.conformance.cells import cells_for
+_PLANS: dict[int, tuple[Contract, int, Plan]] = {}
 
+
+def _plan(contract: Contract, ordinary_cells: int) -> Plan:
     model = contract.model
     tested = levels(contract)
-    ordinary_cells = sum(1 for c in cells_for(contract) if not c.startswith("stochastic:"))
     checks = len(tested) + sum(_CHECKS_PER_CELL.values()) + ordinary_cells * MAX_EXAMPLES_PER_CELL
     alpha = bonferroni(model.alpha, checks)
     trials = {}
@@ -111,7 +107,3 @@ def _plan(contract: Contract) -> Plan:
         trials[q] = binomial_sample_size(level, delta, alpha, POWER)
     pairs = binomial_sample_size(agreement_expected(0.5), AGREEMENT_DEVIATION, alpha, POWER)
     return Plan(model.alpha, checks, alpha, POWER, trials, pairs)
-
-
-def example_alpha(contract: Contract) -> float:
-    return plan_for(contract).alpha_check

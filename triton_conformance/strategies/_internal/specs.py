@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from triton_conformance.model.contract import Contract, Dim
+from triton_conformance.model.contract import MASK_CLASSES, VALUE_CLASSES, Contract, Dim
 from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, layout_applies
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
 from triton_conformance.strategies._internal.validation import check_one_of
 
-__all__ = ["specs", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
+__all__ = ["specs", "SHAPE_CLASSES", "LAYOUT_DRAWS", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
 
 DEFAULT_MAX_ELEMENTS = 1 << 14
 # Dims other than the widest one are the grid in most kernels, and each program
@@ -156,44 +156,60 @@ def _layouts(draw, contract: Contract, layout_class: str | None, mask_class: str
     return {k: v for k, v in out.items() if v != Layout()}
 
 
+SHAPE_CLASSES = ("any", "tiny", "non-pow2", "beyond-block", "empty", "beyond-range")
+LAYOUT_DRAWS = LAYOUT_CLASSES + ("mixed", "memory")
+
+
 def specs(
     contract: Contract,
     *,
-    cell: str = "layout:contiguous",
+    layout: str | None = None,
+    dtype: str | None = None,
+    shape: str = "any",
+    values: str = "ordinary",
+    mask: str | None = None,
     dtypes: tuple[str, ...] | None = None,
     max_elements: int | None = None,
     max_outer: int = DEFAULT_MAX_OUTER,
     palette: bool = False,
 ) -> st.SearchStrategy[Spec]:
-    """Returns a strategy for :class:`Spec` examples of ``contract`` in one contract cell.
+    """Returns a strategy for :class:`Spec` examples of ``contract``.
 
-    - ``cell``: the contract cell, such as ``"layout:transposed"``, ``"dtype:float16"``,
-      ``"shape:non-pow2"``, ``"values:nan"``, ``"mask:causal"``, ``"memory"``.
-    - ``dtypes``: float dtypes that may be drawn where the cell does not fix one
-      (default: all the contract claims).
+    Each class argument pins one dimension of the example; every other one
+    keeps its default (contiguous inputs, a drawn claimed dtype, any shape,
+    ordinary values, a random mask):
+
+    - ``layout``: a layout class for some inputs (``"transposed"``, ...), ``"mixed"``
+      (a class per input), ``"memory"`` (a class per input that claims any layout), or None;
+    - ``dtype``: the dtype every input that claims it gets (one it does not claim, for a probe);
+    - ``shape``: ``"any"``, ``"tiny"``, ``"non-pow2"``, ``"beyond-block"``, ``"empty"`` or ``"beyond-range"``;
+    - ``values``: the value class of the inputs' contents (``"ordinary"``, ``"nan"``, ...);
+    - ``mask``: the mask class (default ``"random"`` when the contract has a mask);
+    - ``dtypes``: float dtypes that may be drawn where no dtype is pinned
+      (default: all the contract claims);
     - ``max_elements``: cap on each input's element count (the contract's own
-      ``max_elements`` caps it too; default 16384), except for dims a cell pins.
+      ``max_elements`` caps it too; default 16384), except for dims a class pins;
     - ``max_outer``: cap on every dim but the widest (the reduced one if named),
-      since those usually set the grid.
+      since those usually set the grid;
     - ``palette``: draw sizes from :func:`palette_sizes`, a few per Triton
       specialization class, so that on a compiling back end (CUDA) repeated
       examples reuse kernels instead of compiling one per example.
 
-    Only the cell's own dimension leaves its default: a layout cell draws
-    contiguous dtypes-and-values, a dtype cell contiguous layouts, and so on.
     Shrinks towards small dims, the first dtype, mild layouts and seed 0.
     """
-    dimension, _, value = cell.partition(":")
-    check_one_of("specs", "cell", dimension, ("layout", "dtype", "shape", "values", "mask", "memory", "determinism"))
+    if layout is not None:
+        check_one_of("specs", "layout", layout, LAYOUT_DRAWS)
+    check_one_of("specs", "shape", shape, SHAPE_CLASSES)
+    check_one_of("specs", "values", values, ("ordinary",) + VALUE_CLASSES)
+    if mask is not None:
+        check_one_of("specs", "mask", mask, MASK_CLASSES)
     caps = [c for c in (max_elements, contract.max_elements) if c]
     budget = min(caps) if caps else DEFAULT_MAX_ELEMENTS
     claimed = contract.float_dtypes() or tuple(contract.inputs[contract.tensor_names[0]].dtypes)
     pool = tuple(d for d in claimed if dtypes is None or d in dtypes) or claimed
-    shape_class = value if dimension == "shape" else "any"
-    layout_class = value if dimension == "layout" else ("memory" if dimension == "memory" else None)
-    mask_class = value if dimension == "mask" else ("random" if contract.mask_name else None)
+    mask_class = mask if mask is not None else ("random" if contract.mask_name else None)
 
-    dtype = st.just(value) if dimension == "dtype" else st.sampled_from(pool)
+    drawn_dtype = st.just(dtype) if dtype is not None else st.sampled_from(pool)
     scalars = st.fixed_dictionaries({
         name: (st.integers(int(s.low), int(s.high)) if s.kind == "int"
                else st.floats(s.low, s.high, allow_nan=False, allow_infinity=False))
@@ -202,14 +218,14 @@ def specs(
 
     @st.composite
     def draw_spec(draw) -> Spec:
-        forced = draw(_forced_dims(contract, shape_class, layout_class, budget, palette))
-        dims = draw(_dims(contract, shape_class, budget, max_outer, forced, palette))
+        forced = draw(_forced_dims(contract, shape, layout, budget, palette))
+        dims = draw(_dims(contract, shape, budget, max_outer, forced, palette))
         return Spec(
             dims=dims,
-            dtypes=_pick_dtype(contract, draw(dtype)),
-            layouts=draw(_layouts(contract, layout_class, mask_class)),
+            dtypes=_pick_dtype(contract, draw(drawn_dtype)),
+            layouts=draw(_layouts(contract, layout, mask_class)),
             scalars=draw(scalars),
-            values=value if dimension == "values" else "ordinary",
+            values=values,
             mask=mask_class,
             seed=draw(st.integers(0, 2**31 - 1)),
         )

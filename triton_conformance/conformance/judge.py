@@ -1,0 +1,204 @@
+"""The one judging step every cell kind uses: the oracle, the tolerance, the mask policy and the model.
+
+Given a launcher's inputs and outputs, :meth:`Judge.compare` evaluates the
+subject's float64 oracle on the same inputs, applies the declared
+fully-masked-row policy, derives the bound (the subject's ``Tolerance``, its
+``error_scale``, the reduction length, the accumulation dtype, tf32 for a
+``tl.dot`` on CUDA) and compares; a stochastic subject's output is checked
+against its model instead.  The searched cells, the large-index cell and the
+performance cell all judge through here, so a contract means the same
+everywhere.
+
+Raised exceptions are judged here too (:func:`clean_rejection`), and a
+subject's own oracle that raises is an :class:`OracleError`: a mistake in
+the declaration, never a verdict about the kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+
+from triton_conformance.model.outcomes import Finding
+from triton_conformance.model.subject import Subject
+from triton_conformance.oracles.comparison import compare
+from triton_conformance.oracles.tolerance import Bound, default_bound
+
+__all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text"]
+
+
+def as_tuple(x: Any) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def exception_text(exc: BaseException, limit: int = 4000) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text[-limit:]
+
+
+class OracleError(BaseException):
+    """The subject's oracle (or ``error_scale``) raised.
+
+    A BaseException, so neither the launcher's ``except Exception`` nor
+    Hypothesis takes it for a failure of the kernel: it ends the cell as an
+    ``oracle-error``.
+    """
+
+    def __init__(self, what: str, exc: BaseException):
+        super().__init__(f"the subject's {what} raised {type(exc).__name__}: {exc}")
+        self.what = what
+        self.traceback = exception_text(exc)
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    """The installed package directories of triton and torch (imported by now: the launcher ran)."""
+    import sys
+
+    roots = []
+    for name in ("triton", "torch"):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            roots.append(os.path.dirname(os.path.realpath(path)) + os.sep)
+    return tuple(roots)
+
+
+def _innermost_file(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    last = ""
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return os.path.realpath(last) if last else ""
+
+
+def clean_rejection(exc: BaseException) -> bool:
+    """Whether ``exc`` is the launcher's own refusal: a check in the user's code, with a message.
+
+    Not one raised inside triton or torch (compared with their real package
+    directories, so a user's folder named ``triton/`` is still the user's code).
+    """
+    if not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError, AssertionError)):
+        return False
+    if type(exc).__module__.startswith("triton"):
+        return False
+    if not str(exc).strip():
+        return False
+    innermost = _innermost_file(exc)
+    return not any(innermost.startswith(root) for root in _library_roots())
+
+
+@dataclass(frozen=True)
+class Judge:
+    """Judges one subject's outputs on one back end.
+
+    ``example_alpha``: for a stochastic subject, the level of the per-example
+    rate test (its Bonferroni share of the run's false-positive rate).
+    """
+
+    subject: Subject
+    on_cuda: bool = False
+    example_alpha: float | None = None
+
+    # -- the oracle -------------------------------------------------------
+    def _call(self, what: str, fn: Any, inputs: Mapping[str, Any], scalars: Mapping[str, Any]) -> tuple:
+        try:
+            return as_tuple(fn(**inputs, **scalars))
+        except Exception as exc:  # noqa: BLE001 - any error in the user's own reference is theirs
+            raise OracleError(what, exc) from None
+
+    def oracle(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], *, in_input_dtype: bool = False) -> tuple:
+        """The oracle's outputs on float64 copies of ``inputs`` (or on copies in their own dtype)."""
+        if in_input_dtype:
+            copies = {n: v.clone() for n, v in inputs.items()}
+        else:
+            copies = {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in inputs.items()}
+        return self._call("oracle", self.subject.contract.oracle, copies, scalars)
+
+    def mask_policy(self, inputs: Mapping[str, Any], ref: Any) -> Any:
+        """The oracle's output with the declared fully-masked-row policy applied."""
+        contract = self.subject.contract
+        name = contract.mask_name
+        if name is None or name not in inputs:
+            return ref
+        decl = contract.inputs[name]
+        mask = inputs[name]
+        keep = mask.bool() if decl.kind == "bool" else (mask == 0)
+        dead = ~keep.any(dim=-1)
+        lead = dead.dim()
+        if tuple(ref.shape[:lead]) != tuple(dead.shape) or not dead.any():
+            return ref
+        ref = ref.clone()
+        ref[dead.to(ref.device)] = 0.0 if decl.fully_masked == "zeros" else float("nan")
+        return ref
+
+    # -- the tolerance ----------------------------------------------------
+    def bound(self, dims: Mapping[str, int], dtypes: Mapping[str, str], out: Any, ref: Any, scale: Any = None):
+        """The :class:`~triton_conformance.oracles.tolerance.Bound` for ``out`` against ``ref``.
+
+        ``scale``: the elementwise magnitude errors scale with (the subject's
+        ``error_scale``), default the largest finite ``|ref|``.
+        """
+        contract = self.subject.contract
+        out_dtype = str(out.dtype).replace("torch.", "")
+        reduction = dims.get(contract.reduces, 1) if contract.reduces else 1
+        if scale is None:
+            finite = ref[torch.isfinite(ref)]
+            scale = float(finite.abs().max()) if finite.numel() else 1.0
+        # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
+        tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
+        bound = default_bound(out_dtype=out_dtype, accumulate=contract.accumulate, reduction=reduction, scale=scale,
+                              tf32=tf32)
+        tol = contract.tolerance
+        if tol is None:
+            return bound
+        if tol.reference_k is not None:
+            return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,
+                         source="subject" + (", tf32 dot" if tf32 else ""))
+        return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
+                     atol=bound.atol if tol.atol is None else tol.atol, source="subject")
+
+    # -- the comparison ---------------------------------------------------
+    def compare(self, inputs: Mapping[str, Any], dims: Mapping[str, int], dtypes: Mapping[str, str],
+                scalars: Mapping[str, Any], outputs: tuple, *, where: str = "") -> Finding | None:
+        """A Finding if ``outputs`` (the launcher's, for ``inputs``) break the contract, else None.
+
+        ``where`` qualifies output names in messages (``"last 3 rows of "``).
+        """
+        contract = self.subject.contract
+        refs = self.oracle(inputs, scalars)
+        if len(refs) != len(outputs):
+            return Finding("wrong", "bad-output", f"launcher returned {len(outputs)} outputs, oracle {len(refs)}")
+        scales = (None,) * len(refs)
+        if contract.error_scale is not None:
+            as64 = {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in inputs.items()}
+            scales = self._call("error_scale", contract.error_scale, as64, scalars)
+        lowps = None
+        for i, (out, ref) in enumerate(zip(outputs, refs)):
+            if not isinstance(out, torch.Tensor):
+                return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
+            ref = self.mask_policy(inputs, ref.to(torch.float64))
+            scale = scales[i].abs().to(torch.float64) if isinstance(scales[i], torch.Tensor) else scales[i]
+            bound = self.bound(dims, dtypes, out, ref, scale)
+            if contract.model is not None:
+                from triton_conformance.conformance.stochastic.checks import check_stochastic_output
+
+                found = check_stochastic_output(self.subject, out, ref, scalars, bound, self.example_alpha)
+                if found is not None:
+                    return found
+                continue
+            lowp = None
+            if bound.reference_k is not None:
+                lowps = lowps or self.oracle(inputs, scalars, in_input_dtype=True)
+                lowp = self.mask_policy(inputs, lowps[i].to(torch.float64))
+            name = where + (f"output[{i}]" if len(outputs) > 1 else "output")
+            mismatch = compare(out, ref, bound, lowp=lowp, name=name)
+            if mismatch is not None:
+                return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())
+        return None

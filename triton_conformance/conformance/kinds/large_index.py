@@ -1,0 +1,53 @@
+"""The ``shape:large-index`` kind: one example past 2^31 elements, where int32 offsets wrap.
+
+See :mod:`triton_conformance.conformance.large_index` for the example itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from triton_conformance.conformance.kinds.base import CellContext, CellKind, register_kind
+from triton_conformance.conformance.large_index import large_index_plan, run_large_index_example
+from triton_conformance.conformance.results import cell_result, failed, reproducer_script, skipped
+from triton_conformance.model.cells import CellClass, Dimension
+from triton_conformance.model.contract import Contract
+from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
+
+__all__ = ["LargeIndexCell"]
+
+
+@register_kind
+class LargeIndexCell(CellKind):
+    dimension = Dimension("shape", "", (CellClass(
+        "large-index", "one input past 2^31 elements, where an int32 offset such as pid * BLOCK wraps around"),))
+
+    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+        plan = large_index_plan(contract)
+        if isinstance(plan, str):
+            return plan
+        return backend.untestable.get(plan.dtype)
+
+    def run(self, context: CellContext, value: str) -> CellResult:
+        subject, backend = context.subject, context.backend
+        plan = large_index_plan(subject.contract)
+        try:
+            verdict = run_large_index_example(subject, backend, context.judge)
+        except NotImplementedError as exc:  # an interpreter without the hooks the emulation needs
+            return skipped(subject, context.cell, str(exc))
+        where = "real tensors" if backend.on_device else "emulated: lazy tensors, last programs of the grid"
+        if isinstance(verdict, Finding):
+            example = {"dims": plan.dims, "dtypes": {n: plan.dtype for n in subject.contract.inputs},
+                       "scalars": plan.scalars, "compared_rows": plan.fill_rows}
+            body = (f"from triton_conformance.conformance.replay import replay_large_index\n\n"
+                    f"replay_large_index({subject.module!r}, {subject.name!r}, device={backend.device!r})\n")
+            return failed(subject, context.cell, verdict, message=f"{verdict.message} [{where}]",
+                          counterexample=Counterexample(example), examples=1,
+                          reproducer=reproducer_script(subject, context.cell, verdict, backend, body))
+        if backend.on_device:
+            torch.cuda.empty_cache()  # give the 4 GiB tensors back to the other cells of this worker
+        elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)
+        return cell_result(subject, context.cell, "honoured", f"{plan.dims} {plan.dtype} ({elements} elements, "
+                           f"{where}): the last rows match the oracle", examples=1)

@@ -1,0 +1,30 @@
+"""The ``performance`` kind: the subject checked once at its measured size, then timed (CUDA only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from triton_conformance.conformance.kinds.base import CellContext, CellKind, register_kind
+from triton_conformance.conformance.performance_cell import NO_CONTRACT, NOT_CUDA, run_performance_cell
+from triton_conformance.model.cells import CellClass, Dimension
+from triton_conformance.model.contract import Contract
+from triton_conformance.model.outcomes import CellResult
+
+__all__ = ["PerformanceCell"]
+
+
+@register_kind
+class PerformanceCell(CellKind):
+    dimension = Dimension("performance", "", (CellClass(
+        "", "achieved GB/s or TFLOP/s at the declared size, against the measured peak and torch"),))
+
+    def values(self, contract: Contract) -> tuple[str, ...]:
+        return ("",) if contract.performance is not None else ()
+
+    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+        if contract.performance is None:
+            return NO_CONTRACT
+        return None if backend.compiles else NOT_CUDA
+
+    def run(self, context: CellContext, value: str) -> CellResult:
+        return run_performance_cell(context.subject, backend=context.backend, judge=context.judge)

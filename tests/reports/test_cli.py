@@ -50,10 +50,11 @@ def test_report_with_output_and_baseline_shows_the_diff(files, tmp_path, capsys)
 def test_diff_exit_status_is_one_on_regressions_only(files, capsys):
     assert main(["diff", files["old"], files["new"]]) == 1
     text = capsys.readouterr().out
-    assert "1 regression, 1 fix," in text and "k[memory]: honoured -> wrong (mismatch)" in text
+    assert "\n1 regression, 1 fix\n" in text and "k[memory]: honoured -> wrong (mismatch)" in text
     assert main(["diff", files["old"], files["fixed"]]) == 0
-    assert "0 regressions, 1 fix," in capsys.readouterr().out
+    assert "\n0 regressions, 1 fix\n" in capsys.readouterr().out
     assert main(["diff", files["old"], files["old"]]) == 0
+    assert capsys.readouterr().out.endswith("\n0 regressions; no changes\n")
 
 
 def test_diff_json(files, capsys):

@@ -46,16 +46,38 @@ def test_identical_documents_have_no_changes():
     doc = document([result("a", "memory", "honoured"), result("a", "shape:tiny", "wrong")])
     diff = diff_documents(doc, copy.deepcopy(doc))
     assert diff.is_empty and not diff.has_regressions
-    assert "0 regressions, 0 fixes, 0 other changes" in diff.summary_lines()[2]
+    assert diff.summary_lines()[2:] == ["0 regressions; no changes"]
 
 
 def test_summary_lines_name_each_regression_with_its_finding():
     old = document([result("a", "memory", "honoured")])
     new = document([result("a", "memory", "unsafe", finding="oob-write", expected_failure="known")])
+    diff = diff_documents(old, new)
+    assert diff.summary_lines() == [
+        "baseline: 2026-11-30T12:00:00+00:00, cpu (Triton interpreter), commit abc1234",
+        "current:  2026-11-30T12:00:00+00:00, cpu (Triton interpreter), commit abc1234",
+        "1 regression",  # empty kinds are not counted: no "0 fixes, 0 other changes, ..."
+        "",
+        "regressions:",
+        "  a[memory]: honoured -> unsafe (oob-write)  [known bug]",
+    ]
+    # --json: the same change, every field, through a JSON round trip.
+    data = json.loads(json.dumps(diff.to_dict()))
+    assert data["regressions"] == [{"subject": "a", "cell": "memory", "old": "honoured", "new": "unsafe",
+                                    "finding": "oob-write", "expected_failure": "known", "note": None}]
+    assert all(data[k] == [] for k in ("fixes", "changed", "new_subjects", "removed_subjects", "new_cells",
+                                       "removed_cells"))
+    assert data["baseline"]["environment"]["commit"] == "abc1234"
+
+
+def test_summary_lines_count_only_the_kinds_of_change_present():
+    old = document([result("a", "memory", "honoured"), result("a", "shape:tiny", "wrong")])
+    new = document([result("a", "memory", "honoured"), result("a", "shape:tiny", "honoured"),
+                    result("a", "determinism", "honoured")])
     lines = diff_documents(old, new).summary_lines()
-    assert lines[2].startswith("1 regression, 0 fixes,")
-    assert "  a[memory]: honoured -> unsafe (oob-write)  [known bug]" in lines
-    assert json.dumps(diff_documents(old, new).to_dict())  # serialisable for --json
+    assert lines[2] == "0 regressions, 1 fix, 1 new cell"
+    assert lines[3:] == ["", "fixes:", "  a[shape:tiny]: wrong -> honoured", "", "new cells:",
+                         "  a[determinism]: (absent) -> honoured"]
 
 
 def test_cell_change_line_for_absent_sides():
@@ -74,14 +96,15 @@ def test_buggy_softmax_against_the_correct_one_from_a_real_run():
     run = json.loads(SNAPSHOT.read_text())
     good, bad = relabel(run, "softmax", "softmax"), relabel(run, "softmax_block1024", "softmax")
     diff = diff_documents(good, bad)
-    # Every cell whose examples reach N > 1024 regresses; offset, tiny and huge keep N small here.
+    # Every cell whose examples reach N > 1024 regresses; tiny keeps N <= 3, and this run's
+    # values:nan examples stayed at N <= 1024.
     assert sorted(c.cell for c in diff.regressions) == sorted([
         "determinism", "dtype:float16", "dtype:float32", "layout:broadcast", "layout:contiguous", "layout:mixed",
-        "layout:padded", "layout:size1", "layout:sliced", "layout:transposed", "memory", "shape:beyond-block",
-        "shape:non-pow2", "values:inf", "values:nan", "values:ties"])
+        "layout:offset", "layout:padded", "layout:size1", "layout:sliced", "layout:transposed", "memory",
+        "shape:beyond-block", "shape:non-pow2", "values:huge", "values:inf", "values:ties"])
     assert {(c.old, c.new) for c in diff.regressions} == {("honoured", "wrong")}
     assert {c.cell: c.finding for c in diff.regressions if c.finding != "mismatch"} == {
-        "values:inf": "nan-mismatch", "values:nan": "nan-mismatch"}  # the missing column reads as 0, not NaN
+        "values:inf": "nan-mismatch"}  # the missing column reads as 0, not NaN
     assert all(c.expected_failure for c in diff.regressions)
     assert not (diff.fixes or diff.changed or diff.new_cells or diff.removed_cells or diff.new_subjects
                 or diff.removed_subjects)

@@ -170,6 +170,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, "triton_conformance_session")
     alluredir = config.getoption("allure_report_dir", None)  # set only when allure-pytest is active
     if alluredir:
-        from triton_conformance.reports.allure import AllureConformance
+        from triton_conformance.plugin.allure import AllureConformance
 
         config.pluginmanager.register(AllureConformance(config, session, alluredir), "triton_conformance_allure")

@@ -1,11 +1,8 @@
 """The HTML report's inline style and script (no user data in here: it is all in the DOM, escaped)."""
 
-__all__ = ["CSS", "JS", "COLOURS"]
+__all__ = ["CSS", "JS"]
 
-COLOURS = {
-    "honoured": "#2e9d4f", "rejected": "#7cc0a0", "wrong": "#d62f2f", "unsafe": "#8e2bb0",
-    "crash": "#e0701a", "compile-error": "#b5651d", "timeout": "#e0b21a", "skipped": "#d4d4d4",
-}
+# Outcome colours are not here: they come from the outcome table, inline on each element.
 
 CSS = """
 :root { --fg:#1d2125; --muted:#5f6b76; --line:#d8dde2; --bg:#fff; --panel:#f6f8fa; }
@@ -18,7 +15,6 @@ dl.env { display: grid; grid-template-columns: repeat(auto-fill, minmax(190px, 1
 dl.env div { display: flex; gap: 6px; } dl.env dt { color: var(--muted); } dl.env dd { margin: 0; font-weight: 600; overflow-wrap: anywhere; }
 .summary { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; }
 .count { border-radius: 4px; padding: 3px 8px; color: #fff; font-weight: 600; }
-.count.o-skipped, .count.o-timeout, .count.o-rejected { color: #1d2125; }
 .bar { display: flex; height: 10px; width: 100%; margin-top: 8px; border-radius: 3px; overflow: hidden; }
 .filters { display: flex; flex-wrap: wrap; gap: 6px 18px; align-items: center; }
 .filters label { white-space: nowrap; cursor: pointer; }
@@ -37,10 +33,12 @@ table.matrix thead th.subject { z-index: 3; }
 tr.family-row th { text-align: left; background: var(--panel); padding: 4px 6px; font-weight: 700; position: sticky; left: 0; }
 td.cell { padding: 0; width: 26px; height: 24px; text-align: center; }
 td.cell a { display: block; width: 100%; height: 100%; line-height: 24px; color: #fff; text-decoration: none; font: 600 12px ui-monospace, monospace; }
-td.cell.o-skipped a, td.cell.o-rejected a, td.cell.o-timeout a { color: #1d2125; }
 td.cell a:focus-visible { outline: 3px solid #1f6feb; outline-offset: -3px; }
 td.cell.none { background: repeating-linear-gradient(45deg, #fff, #fff 3px, #f0f0f0 3px, #f0f0f0 6px); }
 td.cell.known a::after { content: "*"; }
+td.cell { position: relative; }
+td.cell.incidental::before { content: ""; position: absolute; top: 0; left: 0; border-style: solid;
+  border-width: 8px 8px 0 0; border-color: #1d2125 transparent transparent transparent; pointer-events: none; }
 td.cell.regressed { box-shadow: inset 0 0 0 3px #000; } td.cell.fixed { box-shadow: inset 0 0 0 3px #2e9d4f; }
 td.cell.faded { opacity: 0.12; } td.cell.selected { box-shadow: inset 0 0 0 3px #1f6feb; }
 .badge { display: inline-block; font-size: 11px; padding: 0 5px; border-radius: 8px; background: #fde2e1; color: #8c1d18; margin-left: 6px; font-weight: 600; }
@@ -59,6 +57,26 @@ svg.plot .grid { stroke: #eee; } svg.plot .axis { stroke: #889; } svg.plot .line
 svg.plot .dot { fill: #d62f2f; }
 .diff ul { margin: 4px 0; padding-left: 20px; } .diff li { font-family: ui-monospace, monospace; font-size: 12.5px; }
 .muted { color: var(--muted); }
+ul.skips { margin: 8px 0 0; padding-left: 18px; font-size: 13px; } ul.skips li { cursor: help; }
+ul.failing { margin: 4px 0; padding-left: 18px; }
+ul.failing li { margin: 3px 0; font-size: 13px; } ul.failing li[data-known="1"] a { font-size: 12px; }
+table.tensors th, table.tensors td { padding-right: 16px; } ul.failing li .count { font-size: 11px; padding: 1px 5px; }
+ul.failing li a { font-family: ui-monospace, monospace; font-size: 12.5px; }
+.failing-section h2 .muted { font-weight: 400; font-size: 13px; }
+p.key { margin: 0 0 6px; font-size: 12.5px; }
+p.incidental { background: #fff7e0; border-left: 3px solid #e0b21a; padding: 4px 8px; }
+code.finding-key { color: var(--muted); font-size: 11.5px; }
+.legend { display: flex; flex-wrap: wrap; gap: 12px 36px; align-items: flex-start; }
+table.kv.legend-outcomes td, table.kv.legend-outcomes th { vertical-align: middle; font-family: inherit; font-size: 13px; }
+.legend-cell { display: inline-block; width: 26px; height: 22px; line-height: 22px; text-align: center; font: 600 12px ui-monospace, monospace; position: relative; border: 1px solid #eef0f2; }
+.legend-cell.none { background: repeating-linear-gradient(45deg, #fff, #fff 3px, #f0f0f0 3px, #f0f0f0 6px); }
+.legend-cell.known::after { content: "*"; }
+.legend-cell.incidental::before { content: ""; position: absolute; top: 0; left: 0; border-style: solid; border-width: 8px 8px 0 0; border-color: #1d2125 transparent transparent transparent; }
+.legend-cell.regressed { box-shadow: inset 0 0 0 3px #000; } .legend-cell.fixed { box-shadow: inset 0 0 0 3px #2e9d4f; }
+.legend-cells { display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr)); gap: 4px 24px; flex: 1 1 600px; }
+.legend-dim h4 { margin: 6px 0 2px; font-size: 13px; } .legend-dim dl { margin: 0; font-size: 12.5px; }
+.legend-dim dl div { display: flex; gap: 8px; } .legend-dim dt { font-family: ui-monospace, monospace; min-width: 92px; font-weight: 600; } .legend-dim dd { margin: 0; }
+svg.plot .boundary { stroke: #1d2125; stroke-dasharray: 4 3; stroke-width: 1.2; } svg.plot .boundary-label { font-weight: 600; }
 """
 
 JS = r"""
@@ -72,7 +90,7 @@ JS = r"""
     if (current) { current.hidden = true; }
     if (selectedCell) { selectedCell.classList.remove("selected"); }
     section.hidden = false; current = section; panel.hidden = false; panel.scrollTop = 0;
-    var link = document.querySelector('a[href="#' + id + '"]');
+    var link = document.querySelector('td.cell a[href="#' + id + '"]');
     selectedCell = link ? link.parentNode : null;
     if (selectedCell && selectedCell.classList.contains("cell")) { selectedCell.classList.add("selected"); }
   }
@@ -126,7 +144,8 @@ JS = r"""
   boxes.concat([family, known]).forEach(function (el) { el.addEventListener("change", applyFilters); });
   search.addEventListener("input", applyFilters);
   document.getElementById("failing-only").addEventListener("click", function () {
-    boxes.forEach(function (b) { b.checked = ["wrong", "unsafe", "crash", "compile-error", "timeout"].indexOf(b.value) >= 0; }); applyFilters();
+    var failing = this.getAttribute("data-outcomes").split(" ");
+    boxes.forEach(function (b) { b.checked = failing.indexOf(b.value) >= 0; }); applyFilters();
   });
   document.getElementById("show-all").addEventListener("click", function () {
     boxes.forEach(function (b) { b.checked = true; }); search.value = ""; family.value = ""; known.checked = true; applyFilters();

@@ -1,56 +1,50 @@
-"""Allure results for the conformance cells, through allure-pytest.
+"""What Allure is told about the conformance cells: status, categories and environment, as plain data.
 
-The plugin registers :class:`AllureConformance` only when allure-pytest is
-active (``--alluredir`` given); this module imports ``allure`` inside its
-hooks, so importing it costs nothing without allure.
+The pytest side that records them through allure-pytest is
+:class:`triton_conformance.plugin.allure.AllureConformance`; this module
+imports neither pytest nor allure.
 
-Per cell, in whichever process runs it (an xdist worker or the only one):
-
-- labels: family as epic, subject as feature, contract cell as story; suites
-  family > subject > dimension; ``outcome`` with the cell's outcome class;
-- parameters subject, cell, device, profile; the volatile seed and host are
-  excluded, so history stays stable across nightly runs;
-- the reproducer attached as ``reproducer.py``, the counterexample and error
-  statistics as JSON;
-- status from the outcome class: honoured and rejected pass, wrong and
-  unsafe fail, crash, compile-error and timeout are broken, skipped is skipped; a known
-  bug's failing cell stays skipped (pytest's xfail) and is marked known.
-
-On the controller at the end: ``categories.json`` (one category per failing
-outcome class, and known bugs) and ``environment.properties``.
+- status from the outcome table (``Outcome.allure``): honoured and rejected
+  pass, wrong and unsafe fail, crash, compile-error and timeout are broken,
+  skipped is skipped; a known bug's failing cell stays skipped (pytest's
+  xfail) and is marked known;
+- ``categories.json``: one category per failing outcome class, known bugs,
+  and harness errors;
+- ``environment.properties`` from a results document's environment.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 from typing import Any
 
-import pytest
+from triton_conformance.model.outcomes import OUTCOME_TABLE
+from triton_conformance.reports.explain import KERNEL_FAULTS
 
-__all__ = ["AllureConformance", "CATEGORIES", "ALLURE_STATUS", "categories", "environment_properties"]
+__all__ = ["ALLURE_STATUS", "KNOWN_PREFIX", "ENVIRONMENT_KEYS", "cell_status", "categories",
+           "environment_properties"]
 
-# outcome class -> Allure status
-ALLURE_STATUS = {"honoured": "passed", "rejected": "passed", "skipped": "skipped", "wrong": "failed",
-                 "unsafe": "failed", "crash": "broken", "compile-error": "broken", "timeout": "broken"}
-CATEGORIES = (
-    ("wrong: silently wrong numbers", "wrong", "failed"),
-    ("unsafe: out-of-bounds, unwritten, poisoned read or mutated input", "unsafe", "failed"),
-    ("crash: exception, abort or lost CUDA context inside the contract", "crash", "broken"),
-    ("compile-error: the kernel failed to compile (out of shared memory, static_assert, ptxas)", "compile-error",
-     "broken"),
-    ("timeout: did not finish in time", "timeout", "broken"),
-)
+# outcome class -> Allure status, from the outcome table
+ALLURE_STATUS = {o.name: o.allure for o in OUTCOME_TABLE}
 KNOWN_PREFIX = "known bug"
 ENVIRONMENT_KEYS = ("device", "device_name", "triton", "torch", "python", "hypothesis", "profile", "seed",
                     "platform", "host", "commit", "triton_conformance")
 
 
+def cell_status(cell: dict[str, Any]) -> tuple[str, str, bool]:
+    """``(status, message, known)`` for a cell's result dict: what its Allure result should say."""
+    outcome = cell["outcome"]
+    status = ALLURE_STATUS.get(outcome, "broken")
+    message = f"{outcome}: {cell.get('finding') or ''} {cell.get('message') or ''}".strip()
+    # A known bug excuses the kernel's failures, not a mistake in the declaration (oracle-error).
+    if cell.get("expected_failure") and outcome in KERNEL_FAULTS:
+        return "skipped", f"{KNOWN_PREFIX} ({cell['expected_failure']}): {message}", True
+    return status, message, False
+
+
 def categories() -> list[dict[str, Any]]:
     """The ``categories.json`` document: one category per failing outcome class, then known bugs."""
-    out = [{"name": name, "messageRegex": f"(?s){outcome}: .*", "matchedStatuses": [status]}
-           for name, outcome, status in CATEGORIES]
+    out = [{"name": f"{o.name}: {o.summary}", "messageRegex": f"(?s){o.name}: .*",
+            "matchedStatuses": [o.allure]} for o in OUTCOME_TABLE if not o.passing]
     out.append({"name": "known bug (xfail subject)", "messageRegex": f"(?s){KNOWN_PREFIX}.*",
                 "matchedStatuses": ["skipped"]})
     out.append({"name": "harness error (not a cell outcome)", "matchedStatuses": ["broken", "failed"]})
@@ -75,108 +69,3 @@ def environment_properties(env: dict[str, Any]) -> str:
         if value is not None:
             lines.append(f"{_escape_property(key, key=True)}={_escape_property(str(value))}")
     return "\n".join(lines) + "\n"
-
-
-def _result_of(item: pytest.Item) -> dict[str, Any] | None:
-    from triton_conformance.plugin.items import PROPERTY
-
-    return dict(item.user_properties).get(PROPERTY)
-
-
-class _StatusFromOutcome:
-    """An allure-commons plugin: sets each cell's status before the file logger writes it."""
-
-    def __init__(self) -> None:
-        self.pending: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def report_result(self, result: Any) -> None:
-        labels = {label.name: label.value for label in result.labels}
-        cell = self.pending.pop((labels.get("feature"), labels.get("story")), None)
-        if cell is None:
-            return
-        from allure_commons.model2 import StatusDetails
-
-        outcome = cell["outcome"]
-        status = ALLURE_STATUS.get(outcome, "broken")
-        message = f"{outcome}: {cell.get('finding') or ''} {cell.get('message') or ''}".strip()
-        trace = result.statusDetails.trace if result.statusDetails else None
-        if cell.get("expected_failure") and status != "passed" and outcome != "skipped":
-            status, message = "skipped", f"{KNOWN_PREFIX} ({cell['expected_failure']}): {message}"
-            result.statusDetails = StatusDetails(known=True, message=message, trace=trace)
-        elif status in ("failed", "broken", "skipped"):
-            result.statusDetails = StatusDetails(message=message, trace=trace)
-        result.status = status
-
-
-class AllureConformance:
-    """Labels, parameters, attachments and status for each conformance cell; files for the run."""
-
-    def __init__(self, config: pytest.Config, session: Any, alluredir: str):
-        import allure_commons
-
-        self.config, self.session, self.alluredir = config, session, alluredir
-        # tryfirst: set the status before allure's file logger serialises the result.
-        allure_commons.hookimpl(tryfirst=True)(_StatusFromOutcome.report_result)
-        self.status = _StatusFromOutcome()
-        allure_commons.plugin_manager.register(self.status, name="triton_conformance_status")
-
-    def _is_cell(self, item: pytest.Item) -> bool:
-        return hasattr(item, "subject") and hasattr(item, "cell") and getattr(item, "owner", None) is self.session
-
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if not self._is_cell(item):
-            return
-        import allure
-
-        subject, cell = item.subject, item.cell
-        allure.dynamic.epic(subject.family)
-        allure.dynamic.feature(subject.name)
-        allure.dynamic.story(cell)
-        allure.dynamic.parent_suite(subject.family)
-        allure.dynamic.suite(subject.name)
-        allure.dynamic.sub_suite(cell.partition(":")[0])
-        for name, value in (("subject", subject.name), ("cell", cell), ("device", self.session.run.device),
-                            ("profile", self.session.run.profile.name)):
-            allure.dynamic.parameter(name, value)
-        seed = self.session.run.seed if self.session.run.seed is not None else "derandomized"
-        allure.dynamic.parameter("seed", seed, excluded=True)
-        allure.dynamic.parameter("host", socket.gethostname(), excluded=True)
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
-        yield
-        cell = _result_of(item) if self._is_cell(item) else None
-        if cell is None:
-            return
-        import allure
-
-        self.status.pending[(cell["subject"], cell["cell"])] = cell
-        allure.dynamic.label("outcome", cell["outcome"])
-        if cell.get("message"):
-            allure.dynamic.description(cell["message"])
-        if cell.get("reproducer"):
-            allure.attach(cell["reproducer"], name="reproducer.py", attachment_type=allure.attachment_type.TEXT,
-                          extension="py")
-        if cell.get("counterexample") or cell.get("details"):
-            body = json.dumps({"counterexample": cell.get("counterexample"), "details": cell.get("details")},
-                              indent=1, default=str)
-            allure.attach(body, name="counterexample.json", attachment_type=allure.attachment_type.JSON)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.session.is_worker:
-            return
-        from triton_conformance.reports.results_json import environment
-
-        os.makedirs(self.alluredir, exist_ok=True)
-        with open(os.path.join(self.alluredir, "categories.json"), "w", encoding="utf-8") as fh:
-            json.dump(categories(), fh, indent=1)
-        env = environment(device=self.session.run.device, profile=self.session.run.profile.name, seed=self.session.run.seed)
-        with open(os.path.join(self.alluredir, "environment.properties"), "w", encoding="utf-8") as fh:
-            fh.write(environment_properties(env))
-
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        import allure_commons
-
-        if allure_commons.plugin_manager.is_registered(self.status):
-            allure_commons.plugin_manager.unregister(self.status)

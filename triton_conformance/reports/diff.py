@@ -18,10 +18,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from triton_conformance.reports.explain import CHECKED_PASSING, KERNEL_FAULTS
+
 __all__ = ["CellChange", "ResultsDiff", "diff_documents", "performance_note", "GOOD", "BAD", "PERF_THRESHOLD"]
 
-GOOD = ("honoured", "rejected")
-BAD = ("wrong", "unsafe", "crash", "compile-error", "timeout")
+GOOD = CHECKED_PASSING  # checked and passed (skipped passes too, but checked nothing)
+BAD = KERNEL_FAULTS  # failing outcomes that are verdicts about the kernel (not oracle-error)
 PERF_THRESHOLD = 0.10  # relative drop in a performance cell's fraction of peak that is a regression
 
 
@@ -73,13 +75,14 @@ class ResultsDiff:
         def plural(n: int, word: str) -> str:
             return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('x') else 's'}"
 
+        # The regressions are always counted (they decide the exit status); other kinds only when present.
+        counts = [plural(len(self.regressions), "regression")] + [
+            plural(len(group), word) for group, word in (
+                (self.fixes, "fix"), (self.changed, "other change"), (self.new_subjects, "new subject"),
+                (self.removed_subjects, "removed subject"), (self.new_cells, "new cell"),
+                (self.removed_cells, "removed cell")) if group]
         lines = [f"baseline: {_describe(self.baseline)}", f"current:  {_describe(self.current)}",
-                 ", ".join([plural(len(self.regressions), "regression"), plural(len(self.fixes), "fix"),
-                            plural(len(self.changed), "other change"),
-                            plural(len(self.new_subjects), "new subject"),
-                            plural(len(self.removed_subjects), "removed subject"),
-                            plural(len(self.new_cells), "new cell"),
-                            plural(len(self.removed_cells), "removed cell")])]
+                 ", ".join(counts) + ("; no changes" if self.is_empty else "")]
         sections = [("regressions", self.regressions), ("fixes", self.fixes), ("other changes", self.changed),
                     ("new cells", self.new_cells), ("removed cells", self.removed_cells)]
         for title, changes in sections:

@@ -15,15 +15,19 @@ import os
 from html import escape
 from typing import Any
 
-from triton_conformance.reports._html_assets import COLOURS, CSS, JS
+from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.outcomes import FAILING, OUTCOME_TABLE, OUTCOMES
+from triton_conformance.model.performance import figures_line
+from triton_conformance.reports._html_assets import CSS, JS
+from triton_conformance.reports.catalogue import catalogue_of
 from triton_conformance.reports.diff import ResultsDiff, diff_documents
+from triton_conformance.reports.explain import (
+    COLOURS, KERNEL_FAULTS, LETTERS, finding_text, first_failure, incidental_note, informative, skip_groups, text_colour,
+)
 from triton_conformance.reports.svg import line_plot, series_points
 
-__all__ = ["render_html", "write_html", "OUTCOME_ORDER"]
+__all__ = ["render_html", "write_html"]
 
-OUTCOME_ORDER = ("honoured", "rejected", "wrong", "unsafe", "crash", "compile-error", "timeout", "skipped")
-LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "compile-error": "K",
-           "timeout": "T", "skipped": "\u00b7"}
 ENV_FIELDS = (("device", "device_name"), ("triton", "triton"), ("torch", "torch"), ("python", "python"),
               ("hypothesis", "hypothesis"), ("profile", "profile"), ("seed", "seed"), ("commit", "commit"),
               ("host", "host"), ("platform", "platform"), ("triton-conformance", "triton_conformance"))
@@ -32,9 +36,9 @@ ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err
                 ("tolerance", "tolerance"), ("statistic", "statistic"), ("p-value", "p_value"))
 # Keys shown elsewhere in the detail view, or repeats of the message.
 _HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels", "tests"}
-FAILING = ("wrong", "unsafe", "crash", "compile-error", "timeout")
-DIMENSION_ORDER = ("layout", "dtype", "shape", "values", "mask", "memory", "determinism", "stochastic",
-                   "performance")
+# Detail keys a finding's words already say (findings in words, not raw keys).
+_WORDED_DETAILS = {"oob-write": {"side", "byte_offset", "span_bytes"}, "unwritten": {"unwritten"},
+                   "mutated-input": {"inputs"}}
 # A measured performance cell's figures: shown in their own table, not as error statistics.
 PERF_FIELDS = (("bound", "bound"), ("achieved", "achieved"), ("unit", "unit"), ("peak", "peak"),
                ("fraction of peak", "fraction"), ("kernel ms (median)", "kernel_ms"),
@@ -59,14 +63,12 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _cell_key(cell: str) -> tuple[int, int, str]:
-    """Cells by dimension, then in the order the core lists each dimension's classes."""
-    from triton_conformance.conformance.cells import cell_sort_key
-
-    dimension = cell.partition(":")[0]
-    d = DIMENSION_ORDER.index(dimension) if dimension in DIMENSION_ORDER else len(DIMENSION_ORDER)
-    _, position, value = cell_sort_key(cell)
-    return d, position, value
+def _chip(outcome: str, text: str | None = None, **attrs: str) -> str:
+    """An outcome's coloured label, coloured from the outcome table."""
+    colour = COLOURS.get(outcome, "#999")
+    extra = "".join(f' {k.replace("_", "-")}="{_e(v)}"' for k, v in attrs.items())
+    return (f'<span class="count o-{_e(outcome)}" style="background:{colour};color:{text_colour(colour)}"{extra}>'
+            f'{_e(outcome if text is None else text)}</span>')
 
 
 def _kv(rows: list[tuple[str, Any]]) -> str:
@@ -101,6 +103,19 @@ def _statistical_tests(tests: Any) -> str:
     return f'<h3>Statistical tests (smallest p-value first)</h3><table class="kv stats">{head}{body}</table>'
 
 
+def _tensors(tensors: Any) -> str:
+    """Each input's real shape, strides, storage offset and dtype, as the launcher saw it."""
+    if not isinstance(tensors, dict) or not tensors:
+        return ""
+    head = "<tr><th>input</th><th>shape</th><th>strides</th><th>storage offset</th><th>dtype</th></tr>"
+    body = "".join(
+        f'<tr data-input="{_e(name)}"><td>{_e(name)}</td><td>{_e(_fmt(t.get("shape")))}</td>'
+        f'<td class="strides">{_e(_fmt(t.get("strides")))}</td><td>{_e(_fmt(t.get("storage_offset")))}</td>'
+        f'<td>{_e(_fmt(t.get("dtype")))}</td></tr>'
+        for name, t in tensors.items() if isinstance(t, dict))
+    return f'<h3>Inputs in memory</h3><table class="kv tensors">{head}{body}</table>' if body else ""
+
+
 def _counterexample(spec: dict[str, Any]) -> str:
     if "last_launch" in spec:  # a stochastic cell: the seed and its design reproduce it
         launch = spec.get("last_launch") or {}
@@ -109,39 +124,58 @@ def _counterexample(spec: dict[str, Any]) -> str:
     rows: list[tuple[str, Any]] = [("dims", spec.get("dims")), ("dtypes", spec.get("dtypes"))]
     for name, layout in (spec.get("layouts") or {}).items():
         rows.append((f"layout of {name}", _layout_text(layout)))
-    for name, info in (spec.get("strides") or {}).items():  # optional: real strides, if the core adds them
-        rows.append((f"strides of {name}", info))
     if spec.get("scalars"):
         rows.append(("scalars", spec["scalars"]))
     rows += [("values", spec.get("values")), ("mask", spec.get("mask")), ("seed", spec.get("seed"))]
-    return "<h3>Shrunk counterexample</h3>" + _kv([r for r in rows if r[1] not in (None, {})])
+    title = "Shrunk counterexample" if spec.get("shrunk", True) else "Counterexample (as recorded, not shrunk)"
+    return (f"<h3>{title}</h3>" + _kv([r for r in rows if r[1] not in (None, {})])
+            + _tensors(spec.get("tensors")))
 
 
 def _plots(details: dict[str, Any]) -> str:
+    """Plots of the series that carry information: two points or more, not all zero (NaNs are dropped)."""
     labels = details.get("series_labels") if isinstance(details.get("series_labels"), dict) else {}
     out = []
     for key, value in details.items():
         points = series_points(value)
-        if points:
-            title = "error vs size" if key == "series" else key.replace("_", " ")
-            out.append(line_plot(points, title=title, x_label=str(labels.get("x", "size")),
-                                 y_label=str(labels.get("y", "error"))))
+        if not informative(points):
+            continue
+        title = "error vs size" if key == "series" else key.replace("_", " ")
+        out.append(line_plot(points, title=title, x_label=str(labels.get("x", "size")),
+                             y_label=str(labels.get("y", "error")), boundary=first_failure(value)))
     return ("<h3>Plots</h3>" + "".join(out)) if out else ""
 
 
-def _detail(idx: str, r: dict[str, Any], change: str | None) -> str:
+def _failure_boundary(details: dict[str, Any]) -> list[tuple[str, Any]]:
+    """"first failing size": the sizes either side of where the error-vs-size series starts failing."""
+    found = first_failure(details.get("series"))
+    if found is None:
+        return []
+    labels = details.get("series_labels") if isinstance(details.get("series_labels"), dict) else {}
+    axis = str(labels.get("x", "size")).split(" (")[0]
+    return [("first failing size", f"{axis} = {_fmt(found[1])} (passes at {_fmt(found[0])})")]
+
+
+def _detail(idx: str, r: dict[str, Any], change: str | None, catalogue: Catalogue) -> str:
     details = r.get("details") if isinstance(r.get("details"), dict) else {}
+    words = finding_text(r)
     head = (f'<h2>{_e(r["subject"])}[{_e(r["cell"])}]</h2>'
-            f'<p><span class="count o-{_e(r["outcome"])}" style="background:{COLOURS.get(r["outcome"], "#999")}">'
-            f'{_e(r["outcome"])}</span> {_e(r.get("finding") or "")}'
+            f'<p class="verdict">{_chip(r["outcome"])} <span class="finding">{_e(words)}</span>'
+            + (f' <code class="finding-key" title="finding">{_e(r["finding"])}</code>' if r.get("finding") else "")
             + (f' <span class="badge" title="{_e(r["expected_failure"])}">known bug</span>'
                if r.get("expected_failure") else "") + "</p>")
     parts = [head]
+    what = catalogue.describe(r["cell"])
+    if what:
+        parts.append(f'<p class="muted cell-meaning">{_e(r["cell"])}: {_e(what)}</p>')
+    note = incidental_note(r)
+    if note:
+        parts.append(f'<p class="incidental"><strong>Not what this column tests:</strong> {_e(note)}</p>')
     if r.get("expected_failure"):
         parts.append(f'<p class="muted">Known bug: {_e(r["expected_failure"])}</p>')
     if change:
         parts.append(f'<p><strong>Since the baseline:</strong> {_e(change)}</p>')
-    if r.get("message"):
+    if r.get("message") and r["message"] != words:
         parts.append(f'<p class="message">{_e(r["message"])}</p>')
     if isinstance(r.get("counterexample"), dict):
         parts.append(_counterexample(r["counterexample"]))
@@ -150,7 +184,9 @@ def _detail(idx: str, r: dict[str, Any], change: str | None) -> str:
         parts.append("<h3>Performance</h3>" + _kv([(label, details[key]) for label, key in PERF_FIELDS
                                                    if details.get(key) is not None]))
     stats = [(label, details[key]) for label, key in ERROR_FIELDS if key in details]
-    known = {key for _, key in ERROR_FIELDS} | _HIDDEN_DETAILS | ({k for _, k in PERF_FIELDS} if measured else set())
+    stats += _failure_boundary(details)
+    known = ({key for _, key in ERROR_FIELDS} | _HIDDEN_DETAILS | _WORDED_DETAILS.get(r.get("finding"), set())
+             | ({k for _, k in PERF_FIELDS} if measured else set()))
     stats += [(k, v) for k, v in details.items() if k not in known and not series_points(v)]
     if stats:
         parts.append("<h3>Error statistics</h3>" + _kv(stats))
@@ -181,32 +217,131 @@ def _header(doc: dict[str, Any]) -> str:
 
 
 def _summary(results: list[dict[str, Any]], subjects: int) -> str:
-    counts = {o: 0 for o in OUTCOME_ORDER}
+    counts = {o: 0 for o in OUTCOMES}
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     total = max(len(results), 1)
-    chips = "".join(f'<span class="count o-{_e(o)}" style="background:{COLOURS.get(o, "#999")}" '
-                    f'data-count="{_e(o)}">{_e(o)} {n}</span>' for o, n in counts.items())
+    chips = "".join(_chip(o, f"{o} {n}", data_count=o) for o, n in counts.items())
     bar = "".join(f'<span style="width:{100 * n / total:.3f}%;background:{COLOURS.get(o, "#999")}" '
                   f'title="{_e(o)}: {n}"></span>' for o, n in counts.items() if n)
     return (f'<section class="summary-section"><h2>Summary</h2><div class="summary">'
             f'<strong>{subjects} subjects, {len(results)} cells</strong>{chips}</div>'
-            f'<div class="bar">{bar}</div></section>')
+            f'<div class="bar">{bar}</div>{_skips(results)}</section>')
+
+
+def _skips(results: list[dict[str, Any]]) -> str:
+    """Skipped cells counted by kind of reason: "57 skipped: value class not claimed"."""
+    items = []
+    for pattern, group in skip_groups(results):
+        messages = list(dict.fromkeys(r.get("message") or "" for r in group))
+        tip = "\n".join(messages[:6]) + (f"\n\u2026 and {len(messages) - 6} more" if len(messages) > 6 else "")
+        items.append(f'<li title="{_e(tip)}" data-skip-count="{len(group)}"><strong>{len(group)} skipped:</strong> '
+                     f'{_e(pattern)}</li>')
+    return f'<ul class="skips">{"".join(items)}</ul>' if items else ""
+
+
+def _dims_text(r: dict[str, Any]) -> str:
+    cx = r.get("counterexample") if isinstance(r.get("counterexample"), dict) else {}
+    dims = cx.get("dims")
+    return f" at {_fmt(dims)}" if isinstance(dims, dict) and dims else ""
+
+
+def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
+                     catalogue: Catalogue) -> str:
+    """Every failing cell, at the top of the page as in the terminal summary.
+
+    New failures come first, one line each with the finding in words; a known
+    bug's failing cells follow, one line per subject, so they do not push the
+    matrix off the first screen.
+    """
+    failing = [r for r in results if r["outcome"] in FAILING]
+    if not failing:
+        return ('<section class="failing-section" id="failing"><h2>Failing cells (0)</h2>'
+                '<p class="muted">No cell failed.</p></section>')
+    failing.sort(key=lambda r: (r["subject"], catalogue.sort_key(r["cell"])))
+
+    def link(r: dict[str, Any], text: str) -> str:
+        idx = ids[(r["subject"], r["cell"])]
+        return f'<a href="#{idx}" data-detail="{idx}" title="{_e(_cell_tip(r["subject"], r["cell"], r))}">{text}</a>'
+
+    items = [f'<li data-known="0">{link(r, _e(r["subject"]) + "[" + _e(r["cell"]) + "]")} '
+             f'{_chip(r["outcome"])} {_e(finding_text(r) or r.get("message") or "")}{_e(_dims_text(r))}</li>'
+             for r in failing if not r.get("expected_failure")]
+    known: dict[str, list[dict[str, Any]]] = {}
+    for r in failing:
+        if r.get("expected_failure"):
+            known.setdefault(r["subject"], []).append(r)
+    for subject, group in known.items():
+        cells = ", ".join(link(r, _e(r["cell"])) for r in group)
+        items.append(f'<li data-known="1" data-subject="{_e(subject)}"><strong>{_e(subject)}</strong> '
+                     f'<span class="badge" title="{_e(group[0]["expected_failure"])}">known bug</span> '
+                     f'{len(group)} failing cell{"" if len(group) == 1 else "s"}, as expected '
+                     f'({_e(group[0]["expected_failure"])}): {cells}</li>')
+    known_n = sum(len(g) for g in known.values())
+    note = f' <span class="muted">({known_n} of them known bugs)</span>' if known_n else ""
+    return (f'<section class="failing-section" id="failing"><h2>Failing cells ({len(failing)}){note}</h2>'
+            f'<ul class="failing">{"".join(items)}</ul></section>')
 
 
 def _filters(families: list[str]) -> str:
     boxes = "".join(f'<label><input type="checkbox" name="outcome" value="{_e(o)}" checked> '
                     f'<span class="swatch" style="background:{COLOURS[o]}"></span> {_e(o)}</label>'
-                    for o in OUTCOME_ORDER)
+                    for o in OUTCOMES)
     options = "".join(f'<option value="{_e(f)}">{_e(f)}</option>' for f in families)
     return (f'<section class="filters-section"><div class="filters">{boxes}'
-            f'<button type="button" id="failing-only">failing only</button>'
+            f'<button type="button" id="failing-only" data-outcomes="{_e(" ".join(FAILING))}">failing only</button>'
             f'<button type="button" id="show-all">show all</button></div><div class="filters" style="margin-top:6px">'
             f'<label>subject <input type="search" id="subject-filter" placeholder="name contains"></label>'
             f'<label>family <select id="family-filter"><option value="">all</option>{options}</select></label>'
             f'<label><input type="checkbox" id="known-filter" checked> known-bug subjects</label>'
             f'<span class="muted"><span id="visible-rows"></span> subjects shown; '
-            f'* marks a known bug\'s cell</span></div></section>')
+            f'* marks a known bug\'s cell; <a href="#legend">what the letters and cells mean</a></span></div>'
+            f'</section>')
+
+
+def _legend(cells: list[str], catalogue: Catalogue) -> str:
+    """The letters (from the outcome table), the marks, and every cell of the matrix in one line each."""
+    outcomes = "".join(
+        f'<tr data-outcome="{_e(o.name)}"><td><span class="legend-cell" style="background:{o.colour};'
+        f'color:{text_colour(o.colour)}">{_e(o.letter)}</span></td><th>{_e(o.name)}</th>'
+        f'<td>{_e(o.summary)}</td></tr>' for o in OUTCOME_TABLE)
+    marks = [("none", "", "not applicable", "the subject's contract has no such cell (a mask cell for a kernel "
+                                             "without a mask, a stochastic cell for a deterministic one)"),
+             ("known", LETTERS["wrong"], "* known bug", "a failing cell of a subject declared with xfail=: "
+                                                       "expected, it does not fail the run"),
+             ("incidental", LETTERS["wrong"], "corner mark", "the cell failed on something other than what its "
+                                                             "column tests, e.g. a wrong answer found while "
+                                                             "checking memory safety; its detail says what"),
+             ("regressed", "", "black outline", "regressed since the baseline"),
+             ("fixed", "", "green outline", "fixed since the baseline")]
+    mark_rows = "".join(
+        f'<tr data-mark="{_e(cls)}"><td><span class="legend-cell {cls}"'
+        + (f' style="background:{COLOURS["wrong"]};color:#fff"' if letter else "")
+        + f'>{_e(letter)}</span></td><th>{_e(name)}</th><td>{_e(text)}</td></tr>'
+        for cls, letter, name, text in marks)
+    groups: dict[str, list[str]] = {}
+    for c in cells:
+        groups.setdefault(c.partition(":")[0], []).append(c)
+    entries = []
+    for dim, members in groups.items():
+        items = "".join(f'<div data-cell="{_e(c)}"><dt>{_e(c.partition(":")[2] or c)}</dt>'
+                        f'<dd>{_e(_class_summary(catalogue, c) or "(no description)")}</dd>'
+                        f'</div>' for c in members)
+        entries.append(f'<div class="legend-dim"><h4>{_e(dim)}</h4><dl>{items}</dl></div>')
+    return (f'<section class="legend-section" id="legend"><h2>Legend</h2><div class="legend">'
+            f'<table class="kv legend-outcomes">{outcomes}{mark_rows}</table>'
+            f'<div class="legend-cells">{"".join(entries)}</div></div></section>')
+
+
+def _class_summary(catalogue: Catalogue, cell: str) -> str:
+    """A cell's own line (without its dimension's prefix), as the legend lists it under the dimension."""
+    dimension, value = cell.partition(":")[0], cell.partition(":")[2]
+    for d in catalogue.dimensions:
+        if d.name == dimension:
+            for c in d.classes:
+                if c.value == value:
+                    return c.summary
+    return ""
 
 
 def _diff_section(diff: ResultsDiff, ids: dict[tuple[str, str], str]) -> str:
@@ -218,16 +353,18 @@ def _diff_section(diff: ResultsDiff, ids: dict[tuple[str, str], str]) -> str:
     parts = [f'<p class="muted">baseline {_e(diff.baseline.get("created"))} '
              f'({_e((diff.baseline.get("environment") or {}).get("device_name"))}, commit '
              f'{_e((diff.baseline.get("environment") or {}).get("commit"))})</p>']
+    if diff.is_empty:
+        parts.append('<p class="muted">No cell changed.</p>')
     for title, changes in (("Regressions", diff.regressions), ("Fixes", diff.fixes),
                            ("Other changes", diff.changed), ("New cells", diff.new_cells),
                            ("Removed cells", diff.removed_cells)):
-        parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(changes)})</h3>')
-        if changes:
-            parts.append("<ul>" + "".join(item(c) for c in changes) + "</ul>")
+        if changes:  # an empty section is left out
+            parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(changes)})</h3>'
+                         + "<ul>" + "".join(item(c) for c in changes) + "</ul>")
     for title, names in (("New subjects", diff.new_subjects), ("Removed subjects", diff.removed_subjects)):
-        parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(names)})</h3>')
         if names:
-            parts.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in names) + "</ul>")
+            parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(names)})</h3>'
+                         + "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in names) + "</ul>")
     return f'<section class="diff" id="diff"><h2>Changes since the baseline</h2>{"".join(parts)}</section>'
 
 
@@ -236,8 +373,6 @@ def _perf_text(r: dict[str, Any]) -> tuple[str, str]:
     details = r.get("details") if isinstance(r.get("details"), dict) else {}
     if r.get("cell") != "performance" or not isinstance(details.get("fraction"), (int, float)):
         return "", ""
-    from triton_conformance.model.performance import figures_line
-
     return f"{100 * details['fraction']:.0f}", figures_line(details)
 
 
@@ -265,9 +400,24 @@ def _performance_section(results: list[dict[str, Any]], ids: dict[tuple[str, str
             f'</table></section>')
 
 
+def _cell_tip(subject: str, c: str, r: dict[str, Any]) -> str:
+    """A matrix cell's tooltip: what was found, in words; a skip's reason; a failure outside the column's concern."""
+    outcome = r["outcome"]
+    tip = f"{subject}[{c}]: {outcome}"
+    if outcome == "skipped":
+        return tip + (f": {r['message']}" if r.get("message") else "")
+    note = incidental_note(r)
+    if note:
+        return f"{tip}, {note}"
+    words = finding_text(r)
+    if words:
+        tip += f": {words}"
+    _, perf = _perf_text(r)
+    return tip + (f": {perf}" if perf else "")
+
+
 def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
-            marks: dict[tuple[str, str], str]) -> str:
-    cells = sorted({r["cell"] for r in results}, key=_cell_key)
+            marks: dict[tuple[str, str], str], cells: list[str], catalogue: Catalogue) -> str:
     groups: dict[str, list[str]] = {}
     for c in cells:
         groups.setdefault(c.partition(":")[0], []).append(c)
@@ -276,12 +426,16 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
     for dim, members in groups.items():
         single = len(members) == 1 and ":" not in members[0]
         if single:
-            head1.append(f'<th rowspan="2" class="single" data-dimension="{_e(dim)}" title="{_e(dim)}">'
-                         f'<span>{_e(dim)}</span></th>')
+            tip = f"{dim}: {catalogue.describe(dim)}" if catalogue.describe(dim) else dim
+            head1.append(f'<th rowspan="2" class="single" data-dimension="{_e(dim)}" data-cell="{_e(dim)}" '
+                         f'title="{_e(tip)}"><span>{_e(dim)}</span></th>')
         else:
             head1.append(f'<th colspan="{len(members)}" data-dimension="{_e(dim)}">{_e(dim)}</th>')
         if not single:
-            head2 += [f'<th title="{_e(c)}"><span>{_e(c.partition(":")[2])}</span></th>' for c in members]
+            for c in members:
+                what = catalogue.describe(c)
+                head2.append(f'<th data-cell="{_e(c)}" title="{_e(f"{c}: {what}" if what else c)}">'
+                             f'<span>{_e(c.partition(":")[2])}</span></th>')
     families: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for r in results:
         families.setdefault(r.get("family") or r["subject"], {}).setdefault(r["subject"], {})[r["cell"]] = r
@@ -296,30 +450,36 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
             for c in cells:
                 r = row.get(c)
                 if r is None:
-                    tds.append('<td class="cell none" title="not run"></td>')
+                    tds.append(f'<td class="cell none" data-cell="{_e(c)}" title="{_e(f"{subject}[{c}]: not applicable, its contract has no such cell")}"></td>')
                     continue
                 idx, outcome = ids[(subject, c)], r["outcome"]
-                classes = ["cell", f"o-{outcome}"] + (["known"] if known and outcome in FAILING else [])
+                classes = ["cell", f"o-{outcome}"] + (["known"] if known and outcome in KERNEL_FAULTS else [])
+                if incidental_note(r):
+                    classes.append("incidental")
                 if (subject, c) in marks:
                     classes.append(marks[(subject, c)])
-                tip = f"{subject}[{c}]: {outcome}" + (f" ({r['finding']})" if r.get("finding") else "")
-                text, perf = _perf_text(r)
-                tip += f": {perf}" if perf else ""
-                tds.append(f'<td class="{" ".join(classes)}" data-outcome="{_e(outcome)}" '
-                           f'style="background:{COLOURS.get(outcome, "#999")}"><a href="#{idx}" data-detail="{idx}" '
-                           f'title="{_e(tip)}">{_e(text) if text else LETTERS.get(outcome, "?")}</a></td>')
+                text, _ = _perf_text(r)
+                colour = COLOURS.get(outcome, "#999")
+                tds.append(f'<td class="{" ".join(classes)}" data-cell="{_e(c)}" data-outcome="{_e(outcome)}" '
+                           f'style="background:{colour}"><a href="#{idx}" data-detail="{idx}" '
+                           f'style="color:{text_colour(colour)}" title="{_e(_cell_tip(subject, c, r))}">'
+                           f'{_e(text) if text else _e(LETTERS.get(outcome, "?"))}</a></td>')
             rows.append(f'<tr class="subject" data-subject="{_e(subject)}" data-known="{1 if known else 0}">'
                         f'<th class="subject" scope="row">{_e(subject)}{badge}</th>{"".join(tds)}</tr>')
         bodies.append(f'<tbody class="family" data-family="{_e(family)}">{"".join(rows)}</tbody>')
-    return (f'<section class="matrix-section"><h2>Matrix</h2><div class="matrix-wrap"><table class="matrix">'
+    key = " \u00b7 ".join(f"{o.letter} {o.name}" for o in OUTCOME_TABLE)
+    return (f'<section class="matrix-section"><h2>Matrix</h2><p class="muted key">{_e(key)} \u00b7 hatched: not '
+            f'applicable \u00b7 hover a column or a cell for what it means, click a cell for its detail '
+            f'(<a href="#legend">legend</a>)</p><div class="matrix-wrap"><table class="matrix">'
             f'<thead><tr class="dims">{"".join(head1)}</tr><tr class="values">{"".join(head2)}</tr></thead>'
             f'{"".join(bodies)}</table></div></section>')
 
 
 def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = None) -> str:
     """The report page for ``document`` (as read by ``read_results``), with the diff if ``baseline``."""
+    catalogue = catalogue_of(document)
     results = sorted(document.get("results") or (), key=lambda r: (r.get("family") or "", r["subject"],
-                                                                   _cell_key(r["cell"])))
+                                                                   catalogue.sort_key(r["cell"])))
     ids = {(r["subject"], r["cell"]): f"d{i}" for i, r in enumerate(results)}
     diff = diff_documents(baseline, document) if baseline is not None else None
     marks: dict[tuple[str, str], str] = {}
@@ -332,15 +492,19 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
                 changes[(c.subject, c.cell)] = c.line()
     families = sorted({r.get("family") or r["subject"] for r in results})
     subjects = len({r["subject"] for r in results})
+    cells = catalogue.sorted(r["cell"] for r in results)
     body = [_header(document), "<main>", _summary(results, subjects)]
+    if results:
+        body.append(_failing_section(results, ids, catalogue))
     if diff is not None:
         body.append(_diff_section(diff, ids))
     if results:
-        body += [_filters(families), _matrix(results, ids, marks), _performance_section(results, ids)]
+        body += [_filters(families), _matrix(results, ids, marks, cells, catalogue),
+                 _performance_section(results, ids), _legend(cells, catalogue)]
     else:
         body.append('<section><p class="muted">This results file holds no cells.</p></section>')
     body.append("</main>")
-    details = "".join(_detail(ids[(r["subject"], r["cell"])], r, changes.get((r["subject"], r["cell"])))
+    details = "".join(_detail(ids[(r["subject"], r["cell"])], r, changes.get((r["subject"], r["cell"])), catalogue)
                       for r in results)
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

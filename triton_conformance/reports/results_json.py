@@ -10,11 +10,18 @@ Schema ``triton-conformance/results`` version 1::
                       "profile": "ci", "seed": null, "platform": "...", "host": "...",
                       "commit": "abc123", "triton_conformance": "0.1.0"},
       "summary": {"honoured": 120, "rejected": 9, "wrong": 3, ...},
+      "cells": [{"name": "layout", "summary": "input layout",
+                 "classes": [["contiguous", "row-major ..."], ...]}, ...],
       "results": [<CellResult>, ...]
     }
 
+``cells`` is the run's catalogue of cells (``Catalogue.to_dict()``): the
+matrix order and a one-line explanation of each cell.  It is optional; a
+report of a document without it uses ``reports.catalogue.DEFAULT``.
+
 A CellResult holds subject, family, cell, outcome, finding, message, details,
-counterexample (a Spec as a dict), reproducer, examples, rejected_examples,
+counterexample (a Spec as a dict, plus ``"tensors"``: each input's real shape, strides,
+storage offset and dtype), reproducer, examples, rejected_examples,
 duration_s, compiles and expected_failure.  A measured ``performance`` cell
 (CUDA only) carries its figures in details: achieved, unit (GB/s or TFLOP/s),
 peak, fraction, kernel_ms, baseline_ms, speedup, bound, bytes, flops, dims,
@@ -34,6 +41,7 @@ from collections import Counter
 from importlib import metadata
 from typing import Iterable
 
+from triton_conformance.model.cells import Catalogue
 from triton_conformance.model.outcomes import OUTCOMES, CellResult
 
 __all__ = ["SCHEMA", "VERSION", "environment", "results_document", "write_results", "read_results",
@@ -78,17 +86,21 @@ def environment(*, device: str, profile: str, seed: int | None, device_name: str
     }
 
 
-def results_document(results: Iterable[CellResult], env: dict) -> dict:
+def results_document(results: Iterable[CellResult], env: dict, catalogue: Catalogue | None = None) -> dict:
+    """The results document; with ``catalogue``, it also carries the cells' order and explanations."""
     results = sorted(results, key=lambda r: (r.family, r.subject, r.cell))
     summary = Counter(r.outcome for r in results)
-    return {
+    doc = {
         "schema": SCHEMA,
         "version": VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": env,
         "summary": {k: summary.get(k, 0) for k in OUTCOMES},
-        "results": [r.to_dict() for r in results],
     }
+    if catalogue is not None:
+        doc["cells"] = catalogue.to_dict()
+    doc["results"] = [r.to_dict() for r in results]
+    return doc
 
 
 def write_results(path: str, document: dict) -> None:

@@ -49,8 +49,12 @@ def _fmt(v: float) -> str:
 
 
 def line_plot(points: Iterable[tuple[float, float]], *, title: str, x_label: str = "x",
-              y_label: str = "y") -> str:
-    """An SVG line plot of ``points``; y goes logarithmic when positive and spanning 3+ decades."""
+              y_label: str = "y", boundary: tuple[float, float] | None = None) -> str:
+    """An SVG line plot of ``points``; y goes logarithmic when positive and spanning 3+ decades.
+
+    ``boundary``: ``(last passing x, first failing x)``; a dashed vertical line
+    between them marks where the failures start.
+    """
     points = list(points)
     if not points:
         return ""
@@ -85,6 +89,15 @@ def line_plot(points: Iterable[tuple[float, float]], *, title: str, x_label: str
     out.append(f'<text x="{LEFT + pw / 2}" y="{HEIGHT - 6}" text-anchor="middle">{escape(x_label)}</text>')
     out.append(f'<text transform="translate(12 {TOP + ph / 2}) rotate(-90)" text-anchor="middle">'
                f'{escape(y_label)}{" (log)" if log_y else ""}</text>')
+    if boundary is not None and x0 <= boundary[0] < boundary[1] <= x1:
+        bx = px((boundary[0] + boundary[1]) / 2)
+        label = f"fails from {_fmt(boundary[1])}"
+        anchor = "end" if bx > LEFT + pw * 0.7 else "start"
+        out.append(f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="{TOP}" y2="{TOP + ph}" class="boundary" '
+                   f'data-last-pass="{_fmt(boundary[0])}" data-first-fail="{_fmt(boundary[1])}">'
+                   f'<title>passes at {_fmt(boundary[0])}, {escape(label)}</title></line>'
+                   f'<text x="{bx + (-4 if anchor == "end" else 4):.1f}" y="{TOP + 12}" text-anchor="{anchor}" '
+                   f'class="boundary-label">{escape(label)}</text>')
     path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ty))
     out.append(f'<polyline points="{path}" class="line"/>')
     for (x, y), t in zip(points, ty):

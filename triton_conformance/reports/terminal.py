@@ -1,16 +1,51 @@
-"""The terminal matrix: one row per subject, one letter per contract cell."""
+"""The terminal matrix: one row per subject, one letter per contract cell.
+
+Letters and the legend come from the outcome table, the column order from the
+catalogue of cells (the results document's own, else the built-in default).
+"""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
+from triton_conformance.model.cells import Catalogue
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.reports.catalogue import DEFAULT
+from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
 
-__all__ = ["LETTERS", "matrix_lines", "performance_lines"]
+__all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines"]
 
-LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "compile-error": "K",
-           "timeout": "T", "skipped": "."}
-LEGEND = "H honoured  R rejected cleanly  W wrong  U unsafe  C crash  K compile-error  T timeout  . skipped"
+
+def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:
+    """Total compiles per subject over its cells' results (subjects that compiled nothing counted are left out)."""
+    totals: dict[str, int] = {}
+    for r in results:
+        n = r.get("compiles") if isinstance(r, dict) else getattr(r, "compiles", None)
+        name = r.get("subject") if isinstance(r, dict) else r.subject
+        if n is not None:
+            totals[name] = totals.get(name, 0) + int(n)
+    return totals
+
+
+def compile_lines(results: Iterable[Any]) -> list[str]:
+    """Lines for the terminal summary: compilations per subject, or none where nothing was counted (the interpreter)."""
+    totals = compiles_by_subject(results)
+    if not totals:
+        return []
+    width = max(len(s) for s in totals) + 2
+    lines = ["", "Triton compilations per subject (new specializations, summed over its cells):"]
+    for name, n in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {name.ljust(width)}{n}")
+    return lines
+
+
+def skip_lines(results: Iterable[CellResult]) -> list[str]:
+    """``N skipped: reason`` for each kind of skip reason, the commonest first (none if nothing was skipped)."""
+    groups = skip_groups({"outcome": r.outcome, "message": r.message} for r in results)
+    if not groups:
+        return []
+    total = sum(len(g) for _, g in groups)
+    return ["", f"skipped cells ({total}):"] + [f"  {len(g)} skipped: {pattern}" for pattern, g in groups]
 
 
 def _groups(cells: list[str]) -> list[tuple[str, list[str]]]:
@@ -34,13 +69,12 @@ def performance_lines(results: Iterable[CellResult]) -> list[str]:
         f"  {r.subject.ljust(width)}{r.details.get('bound', '')}-bound: {figures_line(r.details)}" for r in measured]
 
 
-def matrix_lines(results: Iterable[CellResult]) -> list[str]:
+def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue | None = None) -> list[str]:
+    """The matrix, its legend, the failing cells and the skip reasons; columns in ``catalogue`` order."""
     results = list(results)
     if not results:
         return ["(no conformance results)"]
-    from triton_conformance.conformance.cells import cell_sort_key
-
-    cells = sorted({r.cell for r in results}, key=cell_sort_key)
+    cells = (catalogue if catalogue is not None and catalogue.dimensions else DEFAULT).sorted(r.cell for r in results)
     order = {c: i for i, c in enumerate(cells)}
     by_subject: dict[str, dict[str, CellResult]] = {}
     for r in sorted(results, key=lambda r: (r.family, r.subject, order[r.cell])):
@@ -48,7 +82,7 @@ def matrix_lines(results: Iterable[CellResult]) -> list[str]:
     groups = _groups(cells)
     name_width = max(len(s) for s in by_subject) + 2
     header = " " * name_width + " ".join(dim.ljust(max(len(dim), len(values))) for dim, values in groups)
-    lines = [LEGEND, header]
+    lines = [legend_line(), header]
     for subject, row in by_subject.items():
         parts = []
         for dim, values in groups:
@@ -62,8 +96,6 @@ def matrix_lines(results: Iterable[CellResult]) -> list[str]:
         if values != [dim]:
             lines.append(f"  {dim}: " + " ".join(values))
     lines += performance_lines(results)
-    from triton_conformance.conformance.compiles import compile_lines
-
     lines += compile_lines(results)  # CUDA only: the interpreter compiles nothing
     failures = [r for r in results if not r.passed]
     if failures:
@@ -74,4 +106,5 @@ def matrix_lines(results: Iterable[CellResult]) -> list[str]:
             lines.append(f"  {r.subject}[{r.cell}]: {r.outcome} ({r.finding})"
                          + (f" at dims={dims}" if dims else "")
                          + ("  [known bug]" if r.expected_failure else ""))
+    lines += skip_lines(results)
     return lines

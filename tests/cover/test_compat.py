@@ -265,6 +265,7 @@ def test_bf16_cells_run_on_the_cpu_and_catch_a_bf16_only_bug():
     only("bf16")
     backend = backend_module.current_backend("interpreter")
     assert backend.untestable == {}
-    assert run_cell(correct, "dtype:bfloat16", backend=backend, config=config).outcome == "honoured"
+    honoured = run_cell(correct, "dtype:bfloat16", backend=backend, config=config)
+    assert honoured.outcome == "honoured", honoured.message
     caught = run_cell(buggy, "dtype:bfloat16", backend=backend, config=config)
-    assert caught.outcome == "wrong" and "outside tolerance" in caught.message
+    assert caught.outcome == "wrong" and "outside tolerance" in caught.message, (caught.outcome, caught.message)

@@ -1,15 +1,11 @@
-"""The ``triton-conformance`` command.
+"""The ``triton-conformance`` command: run the conformance battery, and read, compare and replay its results.
 
-- ``triton-conformance run [options] [-- pytest args]``: run the battery over the
-  subjects declared in the current project (its conftest.py, ini option or
-  entry points) and write the results JSON, with the HTML report beside it.
-- ``triton-conformance nightly [options] [-- pytest args]``: the same on CUDA
-  with the nightly profile, one pytest-xdist worker pinned to each visible GPU.
-- ``triton-conformance show RESULTS``: print the matrix of a results file.
-- ``triton-conformance report RESULTS [-o report.html] [--baseline OLD]``:
-  render the self-contained HTML report, with the diff against OLD.
-- ``triton-conformance diff OLD NEW``: print what changed; exit status 1 if
-  any cell regressed, so a nightly job can fail on it.
+- ``run``: the battery over the subjects declared in this project (conftest.py,
+  the ``conformance_modules`` ini option or entry points), then ``results.html``;
+- ``nightly``: the same on CUDA with the nightly profile, one pytest-xdist
+  worker pinned to each visible GPU;
+- ``show`` / ``report`` / ``diff``: the matrix, the HTML page, what changed;
+- ``replay``: run a failing cell's stored reproducer again.
 
 Unreadable, malformed or foreign results files exit with status 2.
 """
@@ -17,16 +13,36 @@ Unreadable, malformed or foreign results files exit with status 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import subprocess
 import sys
 import time
 
-from triton_conformance.options import OPTIONS, add_conformance_options
+from triton_conformance.options import HELP_CELL, HELP_FRESH, OPTIONS, add_conformance_options
 
 __all__ = ["main"]
 
 EXIT_USAGE = 2
+EXIT_SIGPIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader went away
+DESCRIPTION = "Run the conformance battery over your Triton kernels, and read, compare and replay its results."
+EPILOG = """\
+examples:
+  triton-conformance run -n 2                      the battery on the Triton interpreter (CPU), 2 workers
+  triton-conformance run --cell 'add[shape:tiny]'  one cell again; the results merge into results.json
+  triton-conformance run --fresh -- -k softmax     start a new results file; pytest arguments after --
+  triton-conformance nightly --gpus 0,1            on CUDA, nightly profile, one worker per GPU
+  triton-conformance show conformance-results/results.json
+  triton-conformance report conformance-results/results.json --baseline last.json
+  triton-conformance diff last.json conformance-results/results.json   exit 1 on a regression
+  triton-conformance replay conformance-results/results.json 'add[shape:tiny]'
+
+Every run option is also a pytest flag --conformance-NAME, an ini option
+conformance_NAME and an environment variable CONFORMANCE_NAME.
+"""
+# The nightly command's own defaults: shown in its --help, and what it runs with.
+NIGHTLY_DEFAULTS = {"device": "cuda", "profile": "nightly"}
 HELP_BASELINE = "an earlier results JSON: the report also shows what changed since then"
 
 
@@ -34,23 +50,29 @@ def _add_baseline(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", metavar="OLD.json", default=None, help=HELP_BASELINE)
 
 
+def _battery(sub, name: str, help_text: str, *, defaults: dict[str, str] | None = None,  # noqa: ANN001
+             workers: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help_text, description=help_text,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_conformance_options(parser.add_argument, prefix="--", defaults=defaults)
+    parser.add_argument("-n", "--workers", default=None, help=f"pytest-xdist workers [default: {workers}]")
+    parser.add_argument("--fresh", action="store_true", help=HELP_FRESH)
+    parser.add_argument("--cell", action="append", default=[], metavar="SUBJECT[CELL]", help=HELP_CELL)
+    _add_baseline(parser)
+    parser.add_argument("pytest_args", nargs="*", help="extra arguments for pytest, after --")
+    return parser
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="triton-conformance", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the conformance battery (pytest --conformance-only)")
-    add_conformance_options(run.add_argument, prefix="--")
-    run.add_argument("-n", "--workers", default=None,
-                     help="pytest-xdist workers ('auto' for one per CPU, or per GPU with --device cuda)")
-    _add_baseline(run)
-    run.add_argument("pytest_args", nargs="*", help="extra arguments for pytest, after --")
-    nightly = sub.add_parser("nightly", help="the battery on CUDA, nightly profile, one xdist worker per GPU")
-    add_conformance_options(nightly.add_argument, prefix="--")
-    nightly.set_defaults(conformance_device="cuda", conformance_profile="nightly")
-    nightly.add_argument("-n", "--workers", default=None,
-                         help="pytest-xdist workers [default: one per GPU in --gpus, else per visible GPU]")
-    _add_baseline(nightly)
-    nightly.add_argument("pytest_args", nargs="*", help="extra arguments for pytest, after --")
-    show = sub.add_parser("show", help="print the matrix of a results file")
+    parser = argparse.ArgumentParser(prog="triton-conformance", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _battery(sub, "run", "run the conformance battery (pytest --conformance-only), then write results.html",
+             workers="none: one pytest process ('auto': one per CPU, or per GPU with --device cuda)")
+    _battery(sub, "nightly", "the battery on CUDA with the nightly profile, one xdist worker per GPU",
+             defaults=NIGHTLY_DEFAULTS, workers="one per GPU in --gpus, else per visible GPU")
+    show = sub.add_parser("show", help="print the matrix of a results file", description="print the matrix of a "
+                          "results file (pipe it into head or less freely)")
     show.add_argument("results", help="a results JSON written by a run")
     report = sub.add_parser("report", help="render the HTML report of a results file")
     report.add_argument("results", help="a results JSON written by a run")
@@ -61,6 +83,14 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("old", help="the baseline results JSON")
     diff.add_argument("new", help="the results JSON to judge")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON instead of text")
+    replay = sub.add_parser(
+        "replay", help="run a failing cell's reproducer again, with this Python; exit with its status",
+        description="Run the reproducer stored for CELL in RESULTS with this Python, from the current "
+                    "directory (the project root, so that the subject's module imports). It prints what the "
+                    "reproducer prints, and exits 1 if the failure is still there (AssertionError), 0 if not.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    replay.add_argument("results", help="a results JSON written by a run")
+    replay.add_argument("cell", metavar="SUBJECT[CELL]", help="the cell, as the matrix names it: add[shape:tiny]")
     return parser
 
 
@@ -103,6 +133,9 @@ def _pytest_argv(args: argparse.Namespace, *, xdist: bool) -> list[str]:
         value = getattr(args, f"conformance_{name}")
         if value is not None:
             argv.append(f"--conformance-{name}={value}")
+    if args.fresh:
+        argv.append("--conformance-fresh")
+    argv += [f"--conformance-cell={cell}" for cell in args.cell]
     if xdist:
         argv += ["-p", "xdist", "-n", str(args.workers)]
     if not _plugin_installed():  # run from a checkout (e.g. a GPU machine where nothing installs)
@@ -214,13 +247,56 @@ def _diff(args: argparse.Namespace) -> int:
     return 1 if diff.has_regressions else 0
 
 
+def _find_cell(doc: dict, path: str, wanted: str) -> dict:
+    """The result of ``wanted`` (``subject[cell]``) in ``doc``; SystemExit(2) naming the argument otherwise."""
+    names = {f"{r['subject']}[{r['cell']}]": r for r in doc["results"]}
+    if wanted in names:
+        return names[wanted]
+    close = difflib.get_close_matches(wanted, list(names), n=3)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    subject, _, _ = wanted.partition("[")
+    if not wanted.endswith("]") or "[" not in wanted:
+        hint = f"; expected subject[cell], as the matrix names it{hint}"
+    elif not any(r["subject"] == subject for r in doc["results"]):
+        hint = f"; the file has no subject {subject!r}{hint}"
+    print(f"triton-conformance replay: cell={wanted!r} is not in {path!r}{hint}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    doc = _read("replay", args.results)
+    result = _find_cell(doc, args.results, args.cell)
+    script = result.get("reproducer")
+    if not script:
+        why = "only failing cells carry one" if result.get("outcome") in ("honoured", "rejected", "skipped") \
+            else "this cell's failure cannot be rebuilt from a spec"
+        print(f"triton-conformance replay: cell={args.cell!r} ({result.get('outcome')}"
+              f"{', ' + result['finding'] if result.get('finding') else ''}) has no reproducer in "
+              f"{args.results!r}: {why}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"replaying {args.cell} ({result.get('outcome')}, {result.get('finding')}) with {sys.executable}",
+          file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    # -c puts the current directory first on sys.path, as the reproducer expects (run from the project root).
+    return subprocess.run([sys.executable, "-c", script]).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    commands = {"run": _run, "nightly": _nightly, "show": _show, "report": _report, "diff": _diff}
+    commands = {"run": _run, "nightly": _nightly, "show": _show, "report": _report, "diff": _diff,
+                "replay": _replay}
     try:
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a reader that went away is found here, not at exit
+        return code
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    except BrokenPipeError:
+        # `triton-conformance show RESULTS | head`: the reader has what it wanted. Stop quietly, as cat does;
+        # point stdout at devnull so that the interpreter's last flush at exit does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_SIGPIPE
 
 
 if __name__ == "__main__":

@@ -9,47 +9,70 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-__all__ = ["OPTIONS", "BARE", "add_conformance_options", "resolve"]
+__all__ = ["OPTIONS", "BARE", "DEFAULT_TEXT", "HELP_ENABLE", "HELP_FRESH", "HELP_CELL", "add_conformance_options",
+           "help_for", "resolve"]
 
-# name, default, choices, help
+# name, default, choices, help (the help never states the default: help_for() adds it, once)
 OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
     ("device", "interpreter", ("interpreter", "cuda", "auto"),
-     "where kernels run: the Triton interpreter on the CPU (default), cuda, or auto"),
+     "where kernels run: the Triton interpreter on the CPU, cuda, or auto (cuda if a GPU is visible)"),
     ("profile", "ci", ("dev", "ci", "nightly"),
      "hypothesis profile: dev (few examples), ci (derandomized), nightly (many, with an example database)"),
-    ("results", "conformance-results/results.json", None, "where the results JSON is written"),
-    ("seed", None, None, "hypothesis seed for non-derandomized profiles (default: fresh each run, printed)"),
+    ("results", "conformance-results/results.json", None,
+     "where the results JSON is written; a partial run merges into the one there"),
+    ("seed", None, None, "hypothesis seed for non-derandomized profiles"),
     ("isolation", "process", ("process", "none"),
-     "run cells in a replaceable worker process (default), or in the pytest process"),
+     "run cells in a replaceable worker process, or in the pytest process"),
     ("timeout", "300", None, "seconds a cell may run before it is recorded as a timeout"),
-    ("gpus", None, None,
-     "GPUs for the xdist workers, one worker pinned to each (a count or ids such as 0,1; "
-     "default with --conformance-device=cuda: every visible GPU)"),
+    ("gpus", None, None, "GPUs for the xdist workers, one worker pinned to each: a count or ids such as 0,1"),
     ("sanitizer", "off", ("off", "memcheck"),
      "run each cell's worker under compute-sanitizer (memcheck; CUDA only, slow); the bare flag means memcheck"),
     ("compiles", None, None,
-     ("most new Triton specializations each subject may compile on CUDA; examples needing more are discarded "
-      "and counted (default: the profile's, 16 for nightly, none otherwise; 0: no limit)")),
+     "most new Triton specializations each subject may compile on CUDA; examples needing more are discarded "
+     "and counted (0: no limit)"),
 )
 # Options that may be given bare: the flag alone means this value.
 BARE = {"sanitizer": "memcheck"}
+# What an option without a fixed default does when it is not given.
+DEFAULT_TEXT = {
+    "seed": "fresh each run, printed",
+    "gpus": "every visible GPU with --conformance-device=cuda, else none",
+    "compiles": "the profile's: 16 for nightly, no limit otherwise",
+}
 
 HELP_ENABLE = "run the conformance battery over the declared subjects"
+HELP_FRESH = ("write a new results file instead of merging this run's cells into the one there "
+              "(a partial run merges by default, so nothing already computed is lost)")
+HELP_CELL = ("run only this cell, as the terminal names it: subject[cell] (or a whole subject); "
+             "may be repeated")
+
+
+def help_for(name: str, defaults: dict[str, str] | None = None) -> str:
+    """The help of option ``name`` with its default stated once: ``defaults`` (a command's own) first."""
+    _, default, _, text = next(o for o in OPTIONS if o[0] == name)
+    shown = (defaults or {}).get(name) or DEFAULT_TEXT.get(name) or default
+    return f"{text} [default: {shown}]"
 
 
 def add_conformance_options(addoption: Callable[..., Any], addini: Callable[..., Any] | None = None,
-                            prefix: str = "--conformance-") -> None:
-    """Add the options with ``addoption`` (argparse or pytest) and, if given, their ini twins."""
+                            prefix: str = "--conformance-", defaults: dict[str, str] | None = None) -> None:
+    """Add the options with ``addoption`` (argparse or pytest) and, if given, their ini twins.
+
+    ``defaults``: a command's own defaults (``nightly``: device cuda), set as the
+    argparse defaults and shown in the help; otherwise a value left out is None,
+    so that :func:`resolve` can look in the environment and the ini file.
+    """
+    defaults = defaults or {}
     for name, default, choices, help_text in OPTIONS:
-        kwargs: dict[str, Any] = {"dest": f"conformance_{name}", "default": None,
-                                  "help": f"{help_text} [default: {default}]"}
+        kwargs: dict[str, Any] = {"dest": f"conformance_{name}", "default": defaults.get(name),
+                                  "help": help_for(name, defaults)}
         if choices:
             kwargs["choices"] = choices
         if name in BARE:
             kwargs.update(nargs="?", const=BARE[name])
         addoption(f"{prefix}{name}", **kwargs)
         if addini is not None:
-            addini(f"conformance_{name}", help=help_text, default=default)
+            addini(f"conformance_{name}", help=help_for(name), default=default)
 
 
 def resolve(name: str, cli_value: str | None, ini_value: str | None) -> tuple[str | None, str]:
@@ -60,6 +83,6 @@ def resolve(name: str, cli_value: str | None, ini_value: str | None) -> tuple[st
     if env:
         return env, f"CONFORMANCE_{name.upper()} environment variable"
     default = next(d for n, d, _, _ in OPTIONS if n == name)
-    if ini_value not in (None, ""):
+    if ini_value not in (None, "", default):  # the ini option's own default is the default, not the ini file
         return ini_value, f"conformance_{name} ini option"
     return default, "default"

@@ -16,7 +16,13 @@ import triton_conformance as tc
 from triton_conformance import ConformanceUsageError, Dim, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.conformance import backend as backend_module
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.checks import EXAMPLE_HONOURED, EXAMPLE_REJECTED, run_example
+from triton_conformance.conformance.checks import (
+    EXAMPLE_ACCEPTED,
+    EXAMPLE_HONOURED,
+    EXAMPLE_REJECTED,
+    EXAMPLE_REJECTED_UNEXPLAINED,
+    run_example,
+)
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import PROFILES, run_config
@@ -130,20 +136,20 @@ def checks_dtype(x):
 
 
 def trips_over_torch(x):
-    if x.dtype != torch.float32:  # BUG: not a contract check; torch raises from its own code
+    if x.dtype != torch.float32:  # not a contract check: torch raises from its own code
         torch.nn.functional.interpolate(x[None, None], size=3, scale_factor=2.0)
     return correct(x)
 
 
 def raises_blank(x):
     if x.dtype != torch.float32:
-        raise ValueError("")  # BUG: a rejection that says nothing
+        raise ValueError("")  # a rejection that says nothing
     return correct(x)
 
 
 def raises_key_error(x):
     if x.dtype != torch.float32:
-        raise KeyError("float32")  # BUG: not a rejection type
+        raise KeyError("float32")  # an odd type, but the launcher's own refusal, in words
     return correct(x)
 
 
@@ -258,22 +264,48 @@ def test_in_contract_dtype_runs_normally(launcher):
     assert run_example(declare(launcher), vec(4), Backend()) == EXAMPLE_HONOURED
 
 
-@pytest.mark.parametrize("launcher, expected", [
-    (checks_dtype, EXAMPLE_REJECTED),
-    (correct, ("wrong", "accepted-out-of-contract")),
-    (trips_over_torch, ("crash", "unclean-rejection")),
-    (raises_blank, ("crash", "unclean-rejection")),
-    (raises_key_error, ("crash", "unclean-rejection")),
-], ids=lambda v: getattr(v, "__name__", None))
-def test_out_of_contract_dtype(launcher, expected):
+def computes_half_wrong(x):
+    return correct(x) + (x.dtype == torch.float16)  # right in fp32, off by one for fp16 inputs
+
+
+# The Triton tutorials' idiom, compiled outside pytest's assertion rewriting (which would add a message).
+_launchers = {"torch": torch, "correct": correct}
+exec("def bare_assert(x):\n    assert x.dtype == torch.float32\n    return correct(x)\n", _launchers)
+bare_assert = _launchers["bare_assert"]
+
+
+@pytest.mark.parametrize("launcher, strict, expected", [
+    (checks_dtype, False, EXAMPLE_REJECTED),
+    (raises_key_error, False, EXAMPLE_REJECTED),  # whatever its type, it is the launcher's own refusal
+    (bare_assert, False, EXAMPLE_REJECTED_UNEXPLAINED),  # a refusal, noted for having no message
+    (raises_blank, False, EXAMPLE_REJECTED_UNEXPLAINED),
+    (trips_over_torch, False, EXAMPLE_REJECTED_UNEXPLAINED),  # it never computed on the input
+    (correct, False, EXAMPLE_ACCEPTED),  # outside the claim, and right: the claim could be wider
+    (computes_half_wrong, False, ("wrong", "mismatch")),  # the real bug: garbage for an input it accepts
+    # strict: today's must-refuse rule
+    (checks_dtype, True, EXAMPLE_REJECTED),
+    (raises_key_error, True, EXAMPLE_REJECTED),
+    (correct, True, ("wrong", "accepted-out-of-contract")),
+    (bare_assert, True, ("crash", "unclean-rejection")),
+    (trips_over_torch, True, ("crash", "unclean-rejection")),
+    (raises_blank, True, ("crash", "unclean-rejection")),
+], ids=lambda v: getattr(v, "__name__", None) if callable(v) else None)
+def test_out_of_contract_dtype(launcher, strict, expected):
     spec = Spec(dims={"N": 4}, dtypes={"x": "float16"}, layouts={})
-    got = run_example(declare(launcher), spec, Backend())
+    got = run_example(declare(launcher, strict=strict), spec, Backend())
     assert (got if isinstance(got, str) else (got.outcome, got.kind)) == expected
+
+
+def test_accepted_and_wrong_says_the_input_was_outside_the_contract():
+    spec = Spec(dims={"N": 4}, dtypes={"x": "float16"}, layouts={})
+    found = run_example(declare(computes_half_wrong), spec, Backend())
+    assert "on an input outside the contract (x.dtype=float16 not in ('float32',))" in found.message
+    assert found.details["outside_contract"] == ["x.dtype=float16 not in ('float32',)"]
 
 
 def test_an_unclean_rejection_keeps_the_traceback_and_reasons():
     spec = Spec(dims={"N": 4}, dtypes={"x": "float16"}, layouts={})
-    found = run_example(declare(trips_over_torch), spec, Backend())
+    found = run_example(declare(trips_over_torch, strict=True), spec, Backend())
     assert "only one of size or scale_factor" in found.message
     assert "interpolate" in found.details["traceback"]
     assert found.details["expected"] == "reject"
@@ -335,24 +367,37 @@ CELL_BUGS = [
     (reads_the_gaps, VECTOR_ANY, N, "layout:sliced", "unsafe", "poisoned-read"),
     (off_by_a_little, VECTOR, N, "layout:contiguous", "wrong", "mismatch"),
     (makes_a_nan, VECTOR, N, "shape:tiny", "wrong", "nan-mismatch"),
-    (correct, MATRIX, MN, "layout:transposed", "wrong", "accepted-out-of-contract"),
-    (correct, VECTOR, N, "dtype:float16", "wrong", "accepted-out-of-contract"),
-    (correct, VECTOR, N, "shape:beyond-range", "wrong", "accepted-out-of-contract"),
+    (computes_half_wrong, VECTOR, N, "dtype:float16", "wrong", "mismatch"),
     (raises_inside, VECTOR, N, "layout:contiguous", "crash", "exception"),
-    (trips_over_torch, VECTOR, N, "dtype:float16", "crash", "unclean-rejection"),
+    # strict contracts: every input outside the claims must be refused, in words
+    (correct, MATRIX, MN, "layout:transposed", "wrong", "accepted-out-of-contract", True),
+    (correct, VECTOR, N, "dtype:float16", "wrong", "accepted-out-of-contract", True),
+    (correct, VECTOR, N, "shape:beyond-range", "wrong", "accepted-out-of-contract", True),
+    (trips_over_torch, VECTOR, N, "dtype:float16", "crash", "unclean-rejection", True),
 ]
 
 
-@pytest.mark.parametrize("launcher, inputs, dims, cell_name, outcome, finding", CELL_BUGS,
-                         ids=[f"{c[0].__name__}-{c[3]}" for c in CELL_BUGS])
-def test_run_cell_catches_the_bug(launcher, inputs, dims, cell_name, outcome, finding):
-    subject = declare(launcher, inputs=inputs, dims=dims)
+@pytest.mark.parametrize("launcher, inputs, dims, cell_name", [
+    (correct, MATRIX, MN, "layout:transposed"), (correct, VECTOR, N, "dtype:float16"),
+    (correct, VECTOR, N, "shape:beyond-range"),
+], ids=["transposed", "float16", "beyond-range"])
+def test_right_answers_beyond_the_claim_are_accepted_and_shown_as_such(launcher, inputs, dims, cell_name):
+    result = cell(declare(launcher, inputs=inputs, dims=dims), cell_name)
+    assert result.outcome == "accepted" and result.passed, result.message
+    assert "accepted and right: the claim could be wider" in result.message
+
+
+@pytest.mark.parametrize("launcher, inputs, dims, cell_name, outcome, finding, strict",
+                         [c + (False,) * (7 - len(c)) for c in CELL_BUGS],
+                         ids=[f"{c[0].__name__}-{c[3]}" + ("-strict" if len(c) > 6 else "") for c in CELL_BUGS])
+def test_run_cell_catches_the_bug(launcher, inputs, dims, cell_name, outcome, finding, strict):
+    subject = declare(launcher, inputs=inputs, dims=dims, strict=strict)
     result = cell(subject, cell_name)
     assert (result.outcome, result.finding) == (outcome, finding), result.message
     assert not result.passed
     assert (result.subject, result.family, result.cell) == (subject.name, subject.name, cell_name)
     # a counterexample that rebuilds and fails the same way
-    spec = Spec.from_dict(result.counterexample)
+    spec = Spec.from_dict(result.counterexample.spec)
     again = run_example(subject, spec, Backend())
     assert isinstance(again, Finding) and again.kind == finding
     # and a reproducer that names the subject, the cell and the exact spec
@@ -552,9 +597,9 @@ def masked_softmax_rejecting(x, mask):
     return masked_softmax(x, mask)
 
 
-def masked(launcher, policy):
+def masked(launcher, policy, **kw):
     return declare(launcher, inputs={"x": Tensor(("M", "N")), "mask": Mask(("M", "N"), fully_masked=policy)},
-                   dims={"M": Dim(1, 16), "N": Dim(1, 64)}, oracle=masked_softmax)
+                   dims={"M": Dim(1, 16), "N": Dim(1, 64)}, oracle=masked_softmax, **kw)
 
 
 @pytest.mark.parametrize("launcher, policy, cell_name, outcome, finding", [
@@ -565,11 +610,18 @@ def masked(launcher, policy):
     (masked_softmax, "zeros", "mask:fully-masked", "wrong", "nan-mismatch"),
     (masked_softmax_zero_rows, "nan", "mask:fully-masked", "wrong", "nan-mismatch"),
     (masked_softmax_rejecting, "reject", "mask:fully-masked", "rejected", None),
-    (masked_softmax, "reject", "mask:fully-masked", "wrong", "accepted-out-of-contract"),
+    # Outside the contract (policy 'reject'), the NaN rows it returns are what the oracle gives: right.
+    (masked_softmax, "reject", "mask:fully-masked", "accepted", None),
+    (masked_softmax_zero_rows, "reject", "mask:fully-masked", "wrong", "nan-mismatch"),
 ], ids=lambda v: getattr(v, "__name__", v))
 def test_fully_masked_row_policies(launcher, policy, cell_name, outcome, finding):
     result = cell(masked(launcher, policy), cell_name)
     assert (result.outcome, result.finding) == (outcome, finding), result.message
+
+
+def test_a_strict_contract_must_refuse_fully_masked_rows():
+    result = cell(masked(masked_softmax, "reject", strict=True), "mask:fully-masked")
+    assert (result.outcome, result.finding) == ("wrong", "accepted-out-of-contract"), result.message
 
 
 # -- reproducers -------------------------------------------------------------

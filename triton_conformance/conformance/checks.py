@@ -17,17 +17,23 @@ import torch
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.judge import Judge, clean_rejection, exception_text
+from triton_conformance.conformance.judge import Judge, OracleError, exception_text, rejection
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
 from triton_conformance.model.outcomes import Finding, worst
 from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
 
-__all__ = ["run_example", "EXAMPLE_REJECTED", "EXAMPLE_HONOURED"]
+__all__ = ["run_example", "EXAMPLE_REJECTED_UNEXPLAINED", "EXAMPLE_ACCEPTED", "EXAMPLE_UNJUDGED", "EXAMPLE_REJECTED", "EXAMPLE_HONOURED"]
 
 EXAMPLE_HONOURED = "honoured"
 EXAMPLE_REJECTED = "rejected"
+# Refused, but not in words: a bare assert, or an error from inside triton or torch.
+EXAMPLE_REJECTED_UNEXPLAINED = "rejected-unexplained"
+# Outside the contract, returned, and right: the claim could be wider.
+EXAMPLE_ACCEPTED = "accepted"
+# Outside the contract and returned, but the oracle cannot evaluate such inputs either.
+EXAMPLE_UNJUDGED = "unjudged"
 
 
 @dataclass
@@ -128,16 +134,21 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
         return inputs, _call(subject, inputs, spec, backend, variant=variant)
 
     built, call = run("nan", 0)
+    outside = expect.kind == "reject"
     if call.error is not None:
-        if expect.kind in ("reject", "either") and clean_rejection(call.error):
-            return EXAMPLE_REJECTED
-        kind = "unclean-rejection" if expect.kind == "reject" else "exception"
-        where = "outside" if expect.kind == "reject" else "inside"
+        if expect.kind in ("reject", "either"):
+            refusal = rejection(call.error)
+            if refusal == "clean":
+                return EXAMPLE_REJECTED
+            if not contract.strict:  # any refusal is fine: the input was never computed on
+                return EXAMPLE_REJECTED_UNEXPLAINED
+        kind = "unclean-rejection" if outside else "exception"
+        where = "outside" if outside else "inside"
         return Finding("crash", kind,
                        f"{type(call.error).__name__} on an input {where} the contract: {call.error}",
                        {"traceback": exception_text(call.error), "expected": expect.kind,
                         "reasons": list(expect.reasons)})
-    if expect.kind == "reject":
+    if outside and contract.strict:
         return Finding("wrong", "accepted-out-of-contract",
                        "returned a result for an input outside the contract (" + "; ".join(expect.reasons) + ")",
                        {"reasons": list(expect.reasons)})
@@ -151,7 +162,13 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
             findings.append(Finding("crash", "exception", f"second call raised {second.error!r}",
                                     {"traceback": exception_text(second.error)}))
     findings += _memory_findings(built, call, second)
-    wrong = judge.compare(built.views, spec.dims, spec.dtypes, spec.scalars, call.outputs)
+    try:
+        wrong = judge.compare(built.views, spec.dims, spec.dtypes, spec.scalars, call.outputs)
+    except OracleError:
+        if not outside:
+            raise
+        wrong = None
+        findings.append(EXAMPLE_UNJUDGED)  # the oracle does not take such inputs: right or wrong, nobody knows
     if wrong is not None:
         findings.append(wrong)
     if second is not None and second.error is None and _differs(call, second):
@@ -171,5 +188,12 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
         _, again = run("nan", 0)
         if again.error is None and _differs(call, again):
             findings.append(Finding("wrong", "nondeterministic", "two calls on identical inputs gave different bits"))
-    found = worst(findings)
-    return found if found is not None else EXAMPLE_HONOURED
+    unjudged = EXAMPLE_UNJUDGED in findings
+    found = worst([f for f in findings if isinstance(f, Finding)])
+    if found is None:
+        return (EXAMPLE_UNJUDGED if unjudged else EXAMPLE_ACCEPTED) if outside else EXAMPLE_HONOURED
+    if outside:  # the real bug: garbage, or memory misbehaviour, for an input its callers can easily pass
+        reasons = "; ".join(expect.reasons)
+        return Finding(found.outcome, found.kind, f"on an input outside the contract ({reasons}), which the "
+                       f"launcher accepted: {found.message}", {**found.details, "outside_contract": list(expect.reasons)})
+    return found

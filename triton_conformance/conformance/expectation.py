@@ -2,9 +2,13 @@
 
 An example lies inside the contract when every dim is in its range, every
 input's dtype is claimed, every layout is claimed, and a fully masked row
-meets a policy other than ``reject``.  A "contiguous" claim covers
-row-major inputs that start their storage; size-1 dims may carry any stride,
-so such an input may be honoured or rejected.
+meets a policy other than ``reject``.  A "contiguous" claim means what
+torch's ``is_contiguous()`` means: row-major strides, wherever the view
+starts in its storage (an offset of one element included).  Size-1 dims may
+carry any stride, so such an input may be honoured or rejected.
+
+Outside the contract, a launcher may refuse the input or compute it right
+(:mod:`.checks`); a ``strict`` contract must refuse it.
 """
 
 from __future__ import annotations
@@ -29,14 +33,13 @@ class Expectation:
 
 
 def actual_layout(shape: tuple[int, ...], layout: Layout) -> str:
-    """What a drawn layout really is for this shape: a transpose of size-1 dims is contiguous.
+    """What a drawn layout really is for this shape, as torch's ``is_contiguous()`` sees it.
 
-    One of ``"contiguous"``, ``"offset"``, ``"strided"`` or ``"size1"`` (contiguous
-    but for the strides of size-1 dims).
+    One of ``"contiguous"`` (a storage offset does not matter; a transpose of
+    size-1 dims is contiguous), ``"strided"``, or ``"size1"`` (contiguous but
+    for odd strides of size-1 dims).
     """
-    strides, offset, _ = strides_for(shape, layout)
-    if offset:
-        return "offset"
+    strides, _, _ = strides_for(shape, layout)
     expected, running, odd = [], 1, False
     for size in reversed(shape):
         expected.append(running)

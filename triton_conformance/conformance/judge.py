@@ -29,7 +29,7 @@ from triton_conformance.model.subject import Subject
 from triton_conformance.oracles.comparison import compare
 from triton_conformance.oracles.tolerance import Bound, default_bound
 
-__all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text"]
+__all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "rejection"]
 
 
 def as_tuple(x: Any) -> tuple:
@@ -78,20 +78,24 @@ def _innermost_file(exc: BaseException) -> str:
     return os.path.realpath(last) if last else ""
 
 
-def clean_rejection(exc: BaseException) -> bool:
-    """Whether ``exc`` is the launcher's own refusal: a check in the user's code, with a message.
+def rejection(exc: BaseException) -> str:
+    """How the launcher refused an input: ``"clean"`` or ``"unexplained"``.
 
-    Not one raised inside triton or torch (compared with their real package
-    directories, so a user's folder named ``triton/`` is still the user's code).
+    Clean: raised by the launcher's own code (whatever the type: a bare
+    ``assert`` is the Triton tutorials' idiom), with a message.  Unexplained:
+    no message, or raised inside triton or torch (compared with their real
+    package directories, so a user's folder named ``triton/`` is still the
+    user's code) or a triton error type.
     """
-    if not isinstance(exc, (ValueError, TypeError, NotImplementedError, RuntimeError, AssertionError)):
-        return False
-    if type(exc).__module__.startswith("triton"):
-        return False
-    if not str(exc).strip():
-        return False
     innermost = _innermost_file(exc)
-    return not any(innermost.startswith(root) for root in _library_roots())
+    inside_library = type(exc).__module__.startswith("triton") or any(
+        innermost.startswith(root) for root in _library_roots())
+    return "clean" if str(exc).strip() and not inside_library else "unexplained"
+
+
+def clean_rejection(exc: BaseException) -> bool:
+    """Whether ``exc`` is the launcher's own refusal, in words (see :func:`rejection`)."""
+    return rejection(exc) == "clean"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
-from triton_conformance.conformance.checks import EXAMPLE_REJECTED, run_example
+from triton_conformance.conformance.checks import (
+    EXAMPLE_ACCEPTED,
+    EXAMPLE_REJECTED,
+    EXAMPLE_REJECTED_UNEXPLAINED,
+    EXAMPLE_UNJUDGED,
+    run_example,
+)
 from triton_conformance.conformance.compiles import BudgetExhausted
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
@@ -103,18 +109,19 @@ def search(context: Any, strategy: Any, *, determinism: bool = False) -> SearchO
     # smaller specs, so the one added last is the best so far.
     failures: dict[str, Violation] = {}
     shrink_calls = context.config.profile.shrink_calls
+    after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
 
     def probe(spec: Spec) -> None:
         key = repr(spec)
         if key in failures:
             raise failures[key]  # a replay of a known failure: no need to run the kernel again
-        if failures and counts["after_failure"] >= shrink_calls:
+        if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
         if counts[DISCARDED] >= MAX_DISCARDS + 3 * outcome.examples:
             raise _StopSearch  # the compile budget is spent on kernels this cell keeps asking for
         observer.example_started(subject, cell, spec)
         if failures:
-            counts["after_failure"] += 1
+            after_failure[0] += 1
         started = time.perf_counter()
         try:
             verdict = run_example(subject, spec, context.backend, context.judge, determinism=determinism)
@@ -141,7 +148,6 @@ def search(context: Any, strategy: Any, *, determinism: bool = False) -> SearchO
         outcome.error = exc
     except _StopSearch:
         outcome.failure = next(reversed(failures.values()), None)
-    counts.pop("after_failure", None)
     return outcome
 
 
@@ -259,10 +265,23 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
     if examples == 0 and discarded:
         return skipped(subject, cell, f"the subject's compile budget ({context.compile_budget}) was used before "
                        f"this cell ran an example; {discarded} discarded", details=budget_details)
-    # "rejected": the cell probed inputs outside the contract and every one was
-    # refused cleanly (degenerate draws, such as a transpose of 1x1, are inside it).
-    budget_note = f", {discarded} discarded (compile budget {context.compile_budget} used)" if discarded else ""
-    message = f"{examples} examples" + (f", {rejected} outside the contract, all rejected cleanly" if rejected
-                                        else ", all honoured") + budget_note
-    return cell_result(subject, cell, "rejected" if rejected else "honoured", message, details=budget_details,
-                       examples=examples, rejected_examples=rejected)
+    # Inputs outside the contract were drawn: each was refused, or computed right.
+    # (Degenerate draws, such as a transpose of 1x1, are inside it.)
+    unexplained, accepted, unjudged = (counts[EXAMPLE_REJECTED_UNEXPLAINED], counts[EXAMPLE_ACCEPTED],
+                                       counts[EXAMPLE_UNJUDGED])
+    refused = rejected + unexplained
+    parts = [f"{examples} examples"]
+    if refused:
+        parts.append(f"{refused} outside the contract refused" + (
+            f" ({unexplained} without a message, or from inside triton/torch)" if unexplained else ""))
+    if accepted:
+        parts.append(f"{accepted} outside the contract accepted and right: the claim could be wider")
+    if unjudged:
+        parts.append(f"{unjudged} outside the contract accepted, but the oracle cannot judge them")
+    if not (refused or accepted or unjudged):
+        parts.append("all honoured")
+    if discarded:
+        parts.append(f"{discarded} discarded (compile budget {context.compile_budget} used)")
+    outcome_name = "accepted" if accepted else "rejected" if refused else "honoured"
+    return cell_result(subject, cell, outcome_name, ", ".join(parts), details=budget_details,
+                       examples=examples, rejected_examples=refused)

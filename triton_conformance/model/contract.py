@@ -207,6 +207,10 @@ class Contract:
     # inputs rounded to a 10-bit mantissa, so the tolerance widens on CUDA),
     # "ieee" (full fp32), or None (no tl.dot on fp32 inputs).  No effect on the interpreter.
     dot_precision: str | None = None
+    # Inputs outside the claims must be refused, in words: returning a result, even
+    # the right one, fails the cell (accepted-out-of-contract), and so does a refusal
+    # without a message or from inside triton.  Off: refusing and answering right both pass.
+    strict: bool = False
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -245,6 +249,8 @@ class Contract:
             if v not in VALUE_CLASSES:
                 raise _fail(owner, "values", v, f"value classes from {VALUE_CLASSES}")
         object.__setattr__(self, "values", values)
+        if not isinstance(self.strict, bool):
+            raise _fail(owner, "strict", self.strict, "True or False")
         if self.dot_precision not in DOT_PRECISIONS:
             raise _fail(owner, "dot_precision", self.dot_precision, f"one of {DOT_PRECISIONS}")
         if self.accumulate not in FLOAT_DTYPES:

@@ -47,6 +47,8 @@ OUTCOME_TABLE: tuple[Outcome, ...] = (
             "every example inside the contract gave the right answer, safely"),
     Outcome("rejected", "R", "#7cc0a0", True, "passed", "passed",
             "the cell probed inputs outside the contract and the launcher refused each one cleanly"),
+    Outcome("accepted", "A", "#9fd36a", True, "passed", "passed",
+            "accepted beyond the claim: inputs outside the contract were computed right (the claim could be wider)"),
     Outcome("wrong", "W", "#d62f2f", False, "failed", "failure",
             "silently wrong numbers (or a result for an input it should have refused)"),
     Outcome("unsafe", "U", "#8e2bb0", False, "failed", "failure",

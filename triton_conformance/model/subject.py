@@ -7,11 +7,16 @@ neither torch nor triton.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
+import os
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from triton_conformance.errors import InvalidContract
 from triton_conformance.model.contract import (
     Contract,
     Dim,
@@ -22,9 +27,9 @@ from triton_conformance.model.contract import (
     check_accepts,
 )
 from triton_conformance.model.performance import check_performance
-from triton_conformance.errors import InvalidContract
 
-__all__ = ["Subject", "subject", "register", "registry", "get_subject", "load_modules", "ENTRY_POINT_GROUP"]
+__all__ = ["Subject", "subject", "register", "registry", "get_subject", "load_modules", "ImportFailure",
+           "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "triton_conformance.subjects"
 
@@ -100,6 +105,7 @@ def _as_contract(
     error_scale: Callable[..., Any] | None,
     performance: Any = None,
     dot_precision: str | None = None,
+    strict: bool = False,
 ) -> Contract:
     if oracle is None and model is None:
         raise InvalidContract("subject: oracle=None, expected a torch function evaluated on float64 inputs")
@@ -118,6 +124,7 @@ def _as_contract(
         error_scale=error_scale,
         performance=performance,
         dot_precision=dot_precision,
+        strict=strict,
     )
     check_performance(contract)
     check_accepts("subject: launcher", launcher, list(contract.inputs) + list(contract.scalars))
@@ -143,6 +150,7 @@ def register(
     error_scale: Callable[..., Any] | None = None,
     performance: Any = None,
     dot_precision: str | None = None,
+    strict: bool = False,
     xfail: str | None = None,
     module: str | None = None,
 ) -> Subject:
@@ -165,38 +173,84 @@ def register(
     - ``dot_precision``: ``"tf32"`` if the kernel's ``tl.dot`` on fp32 inputs runs in
       tf32 (Triton's default on CUDA; the tolerance widens there), ``"ieee"`` if it
       asks for full fp32 (``input_precision="ieee"``), None if it has no such dot.
+    - ``strict``: inputs outside the claims must be refused, with a message; by default
+      refusing them and computing them right both pass (wrong numbers never do).
     - ``xfail``: reason this subject is known to be buggy (its failures are expected).
     """
     if not callable(launcher):
         raise InvalidContract(f"register: launcher={launcher!r}, expected a callable")
-    contract = _as_contract(
-        launcher, inputs=inputs, dims=dims, oracle=oracle, scalars=scalars,
-        deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
-        accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
-        performance=performance, dot_precision=dot_precision,
-    )
-    name = name or launcher.__name__
-    if not isinstance(name, str) or not name or any(c in name for c in "[]:/ "):
-        raise InvalidContract(f"register: name={name!r}, expected a non-empty name without []:/ or spaces")
+    name = name or getattr(launcher, "__name__", None)
     module = module or _caller_module(launcher)
+    if not isinstance(name, str) or not name or any(c in name for c in "[]:/ "):
+        raise InvalidContract(f"register: name={name!r}, expected a non-empty name without []:/ or spaces "
+                              f"(in module {module!r})")
+    try:
+        contract = _as_contract(
+            launcher, inputs=inputs, dims=dims, oracle=oracle, scalars=scalars,
+            deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
+            accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
+            performance=performance, dot_precision=dot_precision, strict=strict,
+        )
+    except InvalidContract as exc:
+        raise _declared(exc, name, module) from None
     return registry.add(Subject(name=name, family=family or name, launcher=launcher,
                                 contract=contract, module=module, xfail=xfail))
 
 
-def subject(**declaration: Any) -> Callable[[Callable[..., Any]], Subject]:
+def subject(*args: Any, **declaration: Any) -> Callable[[Callable[..., Any]], Subject]:
     """Decorator form of :func:`register`::
 
         @subject(inputs={"x": Tensor(("M", "N"), dtypes=("float32",))},
                  dims={"M": Dim(1, 64), "N": Dim(1, 8192)},
                  oracle=lambda x: torch.softmax(x, -1), reduces="N")
         def softmax(x): ...
+
+    A keyword that is not a field of the declaration (``oracel=``) raises
+    :class:`InvalidContract` naming the subject, its module and the closest field.
     """
+    if args:
+        what = getattr(args[0], "__name__", repr(args[0]))
+        raise InvalidContract(f"@subject: got {what} as a positional argument, expected keywords only: "
+                              "@subject(inputs=..., dims=..., oracle=...) above the launcher")
 
     def decorate(launcher: Callable[..., Any]) -> Subject:
-        declaration.setdefault("module", launcher.__module__)
+        declaration.setdefault("module", getattr(launcher, "__module__", None))
+        _check_keywords(declaration, getattr(launcher, "__name__", repr(launcher)))
         return register(launcher, **declaration)
 
     return decorate
+
+
+# The keywords @subject(...) takes: register()'s, less the launcher.
+_FIELDS = tuple(p for p in inspect.signature(register).parameters if p != "launcher")
+_REQUIRED = tuple(p.name for p in inspect.signature(register).parameters.values()
+                  if p.default is inspect.Parameter.empty and p.name != "launcher")
+_EXPECTED = {"inputs": "a mapping of input names to Tensor(...) or Mask(...)",
+             "dims": "a mapping of dim symbols to Dim(min, max)"}
+
+
+def _check_keywords(declaration: Mapping[str, Any], launcher_name: str) -> None:
+    name = declaration.get("name") or launcher_name
+    where = f"subject {name!r} in module {declaration.get('module')!r}"
+    for key in declaration:
+        if key not in _FIELDS:
+            close = difflib.get_close_matches(key, _FIELDS, n=1)
+            hint = f"did you mean {close[0]}=? " if close else ""
+            raise InvalidContract(f"@subject: {key}= is not a field of a declaration ({where}); {hint}"
+                                  f"expected one of {', '.join(_FIELDS)}")
+    for key in _REQUIRED:
+        if key not in declaration:
+            raise InvalidContract(f"@subject: {key}= is missing ({where}); expected {_EXPECTED[key]}")
+
+
+def _declared(exc: InvalidContract, name: str, module: str | None) -> InvalidContract:
+    """``exc`` with the subject and its module named (once)."""
+    message = str(exc)
+    if "(subject " not in message:
+        message = f"{message} (subject {name!r} in module {module!r})"
+    new = InvalidContract(message)
+    new.subject = name  # type: ignore[attr-defined]
+    return new
 
 
 def _caller_module(launcher: Callable[..., Any]) -> str:
@@ -207,15 +261,87 @@ def _caller_module(launcher: Callable[..., Any]) -> str:
     return frame.f_globals.get("__name__", launcher.__module__) if frame else launcher.__module__
 
 
-def load_modules(names: Iterable[str], *, entry_points: bool = False) -> None:
-    """Import modules that declare subjects (ini ``conformance_modules``, entry points)."""
+@dataclass(frozen=True)
+class ImportFailure:
+    """A subject module that raised while it was imported (its own error, not a missing module).
+
+    - ``module``: the module (or entry point) name;
+    - ``error``: one line, ``NameError: name 'x' is not defined (mykernels/add.py:12)``;
+    - ``traceback``: the whole traceback, for ``-v`` and the results.
+    """
+
+    module: str
+    error: str
+    traceback: str
+
+
+def _location(exc: BaseException, root: str | None) -> str | None:
+    """``file:line`` where ``exc`` was raised in the user's code (a SyntaxError's own position)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        filename, line = exc.filename, exc.lineno
+    else:
+        ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if not f.filename.startswith("<frozen") and not os.path.abspath(f.filename).startswith(ours)]
+        if not frames:
+            return None
+        filename, line = frames[-1].filename, frames[-1].lineno
+    if root and os.path.abspath(filename).startswith(os.path.abspath(root) + os.sep):
+        filename = os.path.relpath(filename, root)
+    return f"{filename}:{line}"
+
+
+def _missing_itself(name: str, exc: ImportError) -> bool:
+    """Whether ``exc`` says that ``name`` (or a package above it) does not exist, not something it imports."""
+    missing = getattr(exc, "name", None)
+    return isinstance(exc, ModuleNotFoundError) and bool(missing) and (
+        name == missing or name.startswith(missing + "."))
+
+
+def _import(name: str, load: Callable[[], Any], root: str | None, failures: list[ImportFailure]) -> None:
+    try:
+        load()
+    except InvalidContract as exc:
+        where = _location(exc, root)
+        message = str(exc)
+        if f"module {name!r}" not in message:
+            message += f" (in module {name!r})"
+        raise InvalidContract(message + (f" at {where}" if where else "")) from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any error of the user's module is reported
+        if isinstance(exc, ImportError) and _missing_itself(name.partition(":")[0], exc):
+            looked = f", which includes the rootdir {root!r}" if root else ""
+            raise InvalidContract(
+                f"conformance_modules: cannot import {name!r}: {exc} (looked on sys.path{looked}); expected an "
+                "importable module name: check the spelling, or add its folder to the ini option pythonpath"
+            ) from exc
+        where = _location(exc, root)
+        first = (traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines() or [type(exc).__name__])
+        error = first[-1] + (f" ({where})" if where else "")
+        failures.append(ImportFailure(name, error, "".join(traceback.format_exception(type(exc), exc,
+                                                                                       exc.__traceback__))))
+
+
+def load_modules(names: Iterable[str], *, entry_points: bool = False,
+                 root: str | None = None) -> list[ImportFailure]:
+    """Import modules that declare subjects (ini ``conformance_modules``, the hook, entry points).
+
+    - ``root``: a folder put on ``sys.path`` first (the rootdir), so that a
+      project's own modules import without a ``pythonpath`` setting; worker
+      processes get the same ``sys.path``.
+
+    A module that does not exist, or a bad declaration, raises
+    :class:`InvalidContract` naming it; a module that raises anything else
+    while importing (SyntaxError, NameError, a missing dependency) is returned
+    as an :class:`ImportFailure`, and the other modules are still imported.
+    """
+    if root and os.path.abspath(root) not in (os.path.abspath(p) for p in sys.path if p):
+        sys.path.insert(0, root)
+    failures: list[ImportFailure] = []
     for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise InvalidContract(f"conformance_modules: cannot import {name!r}: {exc}") from exc
+        _import(name, lambda name=name: importlib.import_module(name), root, failures)
     if entry_points:
         from importlib.metadata import entry_points as eps
 
         for ep in eps(group=ENTRY_POINT_GROUP):
-            ep.load()
+            _import(ep.value, ep.load, root, failures)
+    return failures

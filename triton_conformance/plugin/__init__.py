@@ -6,12 +6,15 @@ the battery load only when ``--conformance`` is given.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
-from triton_conformance.options import HELP_ENABLE, add_conformance_options, resolve
+from triton_conformance.options import HELP_CELL, HELP_ENABLE, HELP_FRESH, add_conformance_options, resolve
 
 _SESSION = pytest.StashKey["object"]()
 _GPUS = pytest.StashKey["list"]()
@@ -29,8 +32,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-only", action="store_true", default=False, dest="conformance_only",
                     help="run only the conformance battery: collect no test files")
     parser.addini("conformance", type="bool", default=False, help=HELP_ENABLE)
+    group.addoption("--conformance-fresh", action="store_true", default=None, dest="conformance_fresh",
+                    help=HELP_FRESH)
+    group.addoption("--conformance-cell", action="append", default=[], dest="conformance_cell",
+                    metavar="SUBJECT[CELL]", help=HELP_CELL)
     parser.addini("conformance_modules", type="linelist", default=[],
                   help="modules that declare subjects, imported after the device is chosen")
+    parser.addini("conformance_fresh", type="bool", default=False, help=HELP_FRESH)
     add_conformance_options(group.addoption, parser.addini)
 
 
@@ -133,6 +141,35 @@ def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN
         raise pytest.UsageError(str(exc)) from None
 
 
+# Run in a fresh interpreter: whether torch sees a CUDA GPU, without initialising CUDA in pytest's process.
+_CUDA_PROBE = ("import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
+               "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'devices': n}))")
+
+
+def _check_cuda(where: str) -> None:
+    """Raise ConformanceUsageError, in one line, unless torch sees a CUDA GPU here (controller only)."""
+    try:
+        probe = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ConformanceUsageError(f"{where}='cuda' but probing for a GPU failed: {exc}") from None
+    hint = "run on the CPU with --conformance-device=interpreter (the default)"
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConformanceUsageError(f"{where}='cuda' but torch cannot be imported here ({last}); {hint}")
+    seen = json.loads(probe.stdout.strip().splitlines()[-1])
+    if seen["devices"] < 1:
+        build = "built without CUDA" if seen["cuda"] is None else f"CUDA {seen['cuda']}"
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        shown = f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+        raise ConformanceUsageError(f"{where}='cuda' but no CUDA GPU is usable here: torch {seen['torch']} "
+                                    f"({build}) sees none{shown}; expected a machine with a GPU, or {hint}")
+
+
+def _fresh(config: pytest.Config) -> bool:
+    flag = config.getoption("conformance_fresh")
+    return bool(flag) if flag is not None else bool(config.getini("conformance_fresh"))
+
+
 # run_config's arguments and the options they come from.
 _RUN_OPTIONS = {"profile": "profile", "seed": "seed", "compile_budget": "compiles", "timeout": "timeout",
                 "isolation": "isolation"}
@@ -148,6 +185,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from triton_conformance.plugin.session import ConformanceSession
 
     device, where = _option(config, "device")
+    controller = getattr(config, "workerinput", None) is None
+    results, results_where = _option(config, "results")
+    fresh = _fresh(config)
+    # Every mistake in the configuration is found here, before a cell runs, and reported in one line.
     try:
         device = select_device(device, where=where)
         if device == "interpreter":  # 'auto' resolved here; install() is idempotent
@@ -157,12 +198,17 @@ def pytest_configure(config: pytest.Config) -> None:
         options = {argument: _option(config, name) for argument, name in _RUN_OPTIONS.items()}
         run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
                          where={k: w for k, (_, w) in options.items()})
-    except ConformanceUsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    results, _ = _option(config, "results")
-    session = ConformanceSession(config, run=run, results_path=results)
-    try:
+        if device == "cuda" and controller:
+            _check_cuda(where)
+        if controller and not fresh:
+            from triton_conformance.plugin.merge import check_mergeable
+
+            check_mergeable(results, device=run.device,
+                            where="--conformance-results" if results_where == "default" else results_where)
+        session = ConformanceSession(config, run=run, results_path=results, fresh=fresh,
+                                     cells=config.getoption("conformance_cell"))
         session.load_subjects()
+        session.check_selection()
     except (ConformanceUsageError, InvalidContract) as exc:
         raise pytest.UsageError(str(exc)) from None
     session.executor.sanitizer = _sanitizer(config, run.device, run.isolation)

@@ -13,9 +13,16 @@ from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.performance import junit_properties
 from triton_conformance.model.subject import Subject
 
-__all__ = ["ConformanceItem", "CellFailure", "PROPERTY", "format_result"]
+__all__ = ["ConformanceItem", "ImportFailureItem", "CellFailure", "PROPERTY", "IMPORT_CELL", "format_result",
+           "item_name", "import_result"]
 
 PROPERTY = "conformance_result"
+IMPORT_CELL = "import"  # the one cell of a subject module that failed to import
+
+
+def item_name(subject: str, cell: str) -> str:
+    """The pytest item name of a cell (its node id is ``::`` and this); --conformance-cell takes it as it is."""
+    return f"{subject}[{cell}]"
 
 
 class CellFailure(Exception):
@@ -71,3 +78,38 @@ class ConformanceItem(pytest.Item):
         module = sys.modules.get(self.subject.launcher.__module__)
         path = getattr(module, "__file__", None) or str(self.path)
         return path, None, f"{self.subject.name}[{self.cell}]"
+
+
+def import_result(failure: Any) -> CellResult:
+    """The crash cell that stands for a subject module that failed to import (an ImportFailure)."""
+    return CellResult(subject=failure.module, family=failure.module, cell=IMPORT_CELL, outcome="crash",
+                      finding="import-error",
+                      message=f"cannot import subject module {failure.module!r}: {failure.error}",
+                      details={"traceback": failure.traceback, "module": failure.module})
+
+
+class ImportFailureItem(pytest.Item):
+    """A subject module that raised while importing: one failing item, so the rest of the run goes on."""
+
+    def __init__(self, *, failure: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.failure = failure
+        self.add_marker(pytest.mark.conformance)
+
+    def runtest(self) -> None:
+        result = import_result(self.failure)
+        self.user_properties.append((PROPERTY, result.to_dict()))
+        self.user_properties += [("conformance_subject", result.subject), ("conformance_cell", result.cell),
+                                 ("conformance_outcome", result.outcome), ("conformance_finding", result.finding)]
+        raise CellFailure(result)
+
+    def repr_failure(self, excinfo, style=None):  # noqa: ANN001
+        if isinstance(excinfo.value, CellFailure):
+            line = excinfo.value.result.message
+            if self.config.get_verbosity() > 0:
+                return f"{line}\n\n{self.failure.traceback}"
+            return line + "  (-v shows the traceback)"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return str(self.path), None, item_name(self.failure.module, IMPORT_CELL)

@@ -1,17 +1,12 @@
-"""The cell kinds, registered in matrix order.
+"""The cell kinds, registered here in matrix order.
 
 A new kind is one module: subclass :class:`CellKind`, give it a
-:class:`~triton_conformance.model.cells.Dimension`, and decorate it with
-:func:`register_kind`.  Its cells then appear in collection, the matrix,
+:class:`~triton_conformance.model.cells.Dimension`, and register it once
+with :func:`register_kind` (as a class decorator, or a call).  It is added
+after the built-in kinds; its cells then appear in collection, the matrix,
 the results JSON's catalogue and the report.
 """
 
-from triton_conformance.conformance.kinds import (
-    large_index,  # noqa: F401
-    performance,  # noqa: F401
-    searched,  # noqa: F401  - registers, in this order
-    stochastic,  # noqa: F401
-)
 from triton_conformance.conformance.kinds.base import (
     CellContext,
     CellKind,
@@ -25,7 +20,25 @@ from triton_conformance.conformance.kinds.base import (
     unregister_kind,
     unsearched_cells,
 )
-from triton_conformance.conformance.kinds.searched import SearchedKind
+from triton_conformance.conformance.kinds.large_index import LargeIndexCell
+from triton_conformance.conformance.kinds.performance import PerformanceCell
+from triton_conformance.conformance.kinds.searched import (
+    DeterminismCell,
+    DtypeCells,
+    LayoutCells,
+    MaskCells,
+    MemoryCell,
+    SearchedKind,
+    ShapeCells,
+    ValueCells,
+)
+from triton_conformance.conformance.kinds.stochastic import StochasticCells
 
 __all__ = ["CellContext", "CellKind", "SearchedKind", "catalogue", "cells_for", "judge_for", "kind_of",
            "register_kind", "registered_kinds", "stochastic_plan", "unregister_kind", "unsearched_cells"]
+
+# The built-in kinds, in the matrix's order (a kind sharing a dimension follows its classes).
+for _kind in (LayoutCells, DtypeCells, ShapeCells, LargeIndexCell, ValueCells, MaskCells, MemoryCell,
+              DeterminismCell, StochasticCells, PerformanceCell):
+    register_kind(_kind)
+del _kind

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from triton_conformance.conformance.kinds.base import CellContext, CellKind, register_kind
+from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.large_index import large_index_plan, run_large_index_example
 from triton_conformance.conformance.results import cell_result, failed, reproducer_script, skipped
 from triton_conformance.model.cells import CellClass, Dimension
@@ -19,7 +19,6 @@ from triton_conformance.model.outcomes import CellResult, Counterexample, Findin
 __all__ = ["LargeIndexCell"]
 
 
-@register_kind
 class LargeIndexCell(CellKind):
     dimension = Dimension("shape", "", (CellClass(
         "large-index", "one input past 2^31 elements, where an int32 offset such as pid * BLOCK wraps around"),))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance.conformance.kinds.base import CellContext, CellKind, register_kind
+from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.performance_cell import NO_CONTRACT, NOT_CUDA, run_performance_cell
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import Contract
@@ -13,7 +13,6 @@ from triton_conformance.model.outcomes import CellResult
 __all__ = ["PerformanceCell"]
 
 
-@register_kind
 class PerformanceCell(CellKind):
     dimension = Dimension("performance", "", (CellClass(
         "", "achieved GB/s or TFLOP/s at the declared size, against the measured peak and torch"),))

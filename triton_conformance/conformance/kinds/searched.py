@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance.conformance.kinds.base import CellContext, CellKind, register_kind
+from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.search import assemble, search, shrink
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES, Contract
@@ -64,7 +64,6 @@ def _classes(*pairs: tuple[str, str]) -> tuple[CellClass, ...]:
     return tuple(CellClass(v, s) for v, s in pairs)
 
 
-@register_kind
 class LayoutCells(SearchedKind):
     dimension = Dimension("layout", "inputs laid out in memory this way", _classes(
         ("contiguous", "row-major inputs that start their storage"),
@@ -92,7 +91,6 @@ class LayoutCells(SearchedKind):
         return {"layout": value}
 
 
-@register_kind
 class DtypeCells(SearchedKind):
     dimension = Dimension("dtype", "every input that claims it in this dtype; unclaimed ones must be refused",
                           _classes(*((d, f"{d} inputs") for d in PROBED_DTYPES + ("float64",) + OTHER_DTYPES)))
@@ -110,7 +108,6 @@ class DtypeCells(SearchedKind):
         return {"dtype": value}
 
 
-@register_kind
 class ShapeCells(SearchedKind):
     dimension = Dimension("shape", "dims drawn this way", _classes(
         ("tiny", "every dim at most 3: where a grid or a tail block is degenerate"),
@@ -144,7 +141,6 @@ class ShapeCells(SearchedKind):
         return value not in ("empty", "beyond-range")  # their one pinned dim is the point
 
 
-@register_kind
 class ValueCells(SearchedKind):
     dimension = Dimension("values", "inputs holding these values (a class the subject claims)", _classes(
         ("huge", "magnitudes around exp's overflow point; some rows all negative"),
@@ -161,7 +157,6 @@ class ValueCells(SearchedKind):
         return {"values": value}
 
 
-@register_kind
 class MaskCells(SearchedKind):
     dimension = Dimension("mask", "the mask input holding this pattern", _classes(
         ("causal", "each row keeps the keys up to its own position"),
@@ -179,7 +174,6 @@ class MaskCells(SearchedKind):
         return {"mask": value}
 
 
-@register_kind
 class MemoryCell(SearchedKind):
     dimension = Dimension("memory", "", _classes(
         ("", "any claimed layout per input, with every memory check: guard bands, poison, sentinels, mutation"),))
@@ -188,7 +182,6 @@ class MemoryCell(SearchedKind):
         return {"layout": "memory"}
 
 
-@register_kind
 class DeterminismCell(SearchedKind):
     dimension = Dimension("determinism", "", _classes(("", "two calls on identical inputs agree bit for bit"),))
     determinism = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from triton_conformance.conformance.kinds.base import CellContext, CellKind, register_kind, stochastic_plan
+from triton_conformance.conformance.kinds.base import CellContext, CellKind, stochastic_plan
 from triton_conformance.conformance.stochastic import run_stochastic_cell, stochastic_cells
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import Contract
@@ -11,7 +11,6 @@ from triton_conformance.model.outcomes import CellResult
 __all__ = ["StochasticCells"]
 
 
-@register_kind
 class StochasticCells(CellKind):
     dimension = Dimension("stochastic", "a designed experiment against the declared model", (
         CellClass("rate", "the event rate matches the model at every tested probability"),

@@ -27,6 +27,8 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
     ("gpus", None, None, "GPUs for the xdist workers, one worker pinned to each: a count or ids such as 0,1"),
     ("sanitizer", "off", ("off", "memcheck"),
      "run each cell's worker under compute-sanitizer (memcheck; CUDA only, slow); the bare flag means memcheck"),
+    ("compat", "all", None,
+     "shims of the interpreter compatibility layer: all (default), none, or a comma-separated list of names"),
     ("compiles", None, None,
      "most new Triton specializations each subject may compile on CUDA; examples needing more are discarded "
      "and counted (0: no limit)"),

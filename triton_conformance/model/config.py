@@ -13,7 +13,7 @@ from typing import Any
 
 from triton_conformance.errors import ConformanceUsageError
 
-__all__ = ["Profile", "PROFILES", "RunConfig", "run_config", "profile_named", "parse_budget", "DEVICES",
+__all__ = ["Profile", "PROFILES", "RunConfig", "run_config", "profile_named", "parse_budget", "parse_compat", "DEVICES",
            "ISOLATIONS"]
 
 DEVICES = ("interpreter", "cuda")
@@ -83,6 +83,7 @@ class RunConfig:
     timeout: float | None = 300.0
     isolation: str = "process"
     max_examples: int | None = None
+    compat: tuple[str, ...] | None = None  # the interpreter compatibility layer's shims (None: all of them)
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -100,15 +101,25 @@ class RunConfig:
         return self.device == "cuda"
 
 
+def parse_compat(value: Any) -> tuple[str, ...] | None:
+    """The compat option's shim names: None for ``all`` (or unset), () for ``none``, else the listed names."""
+    if value in (None, "all"):
+        return None
+    if isinstance(value, str):
+        return () if value.strip() in ("", "none") else tuple(n.strip() for n in value.split(",") if n.strip())
+    return tuple(value)
+
+
 def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = None, compile_budget: Any = None,
                timeout: Any = "300", isolation: str = "process", max_examples: int | None = None,
-               where: dict[str, str] | None = None) -> RunConfig:
+               compat: Any = None, where: dict[str, str] | None = None) -> RunConfig:
     """A validated RunConfig from option values (strings as given); each error names where the value came from.
 
     - ``device``: already resolved (``auto`` is resolved by the back end, before kernels are imported);
     - ``compile_budget``: None for the profile's, 0 for no limit;
     - ``timeout``: seconds a cell may run, a positive number;
-    - ``max_examples``: examples per searched cell instead of the profile's.
+    - ``max_examples``: examples per searched cell instead of the profile's;
+    - ``compat``: the interpreter compatibility layer's shims (see :func:`parse_compat`).
     """
     where = where or {}
     p = profile_named(profile, where.get("profile", "profile"))
@@ -132,4 +143,4 @@ def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = 
         raise ConformanceUsageError(f"{where.get('max_examples', 'max_examples')}={max_examples!r}, expected a "
                                     "positive int")
     return RunConfig(device=device, profile=p, seed=seed_value, compile_budget=budget, timeout=seconds,
-                     isolation=isolation, max_examples=max_examples)
+                     isolation=isolation, max_examples=max_examples, compat=parse_compat(compat))

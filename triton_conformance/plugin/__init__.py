@@ -62,8 +62,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     if device == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
         from triton_conformance import compat
+        from triton_conformance.model.config import parse_compat
 
-        compat.install()  # the interpreter compatibility layer, before a conftest imports a kernel
+        try:  # the interpreter compatibility layer, before a conftest imports a kernel
+            compat.install(parse_compat(_option(early_config, "compat")[0]))
+        except ConformanceUsageError as exc:
+            raise pytest.UsageError(f"--conformance-compat: {exc}") from None
 
 
 def _gpus(config: pytest.Config) -> list[str]:
@@ -172,7 +176,7 @@ def _fresh(config: pytest.Config) -> bool:
 
 # run_config's arguments and the options they come from.
 _RUN_OPTIONS = {"profile": "profile", "seed": "seed", "compile_budget": "compiles", "timeout": "timeout",
-                "isolation": "isolation"}
+                "isolation": "isolation", "compat": "compat"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -191,13 +195,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # Every mistake in the configuration is found here, before a cell runs, and reported in one line.
     try:
         device = select_device(device, where=where)
-        if device == "interpreter":  # 'auto' resolved here; install() is idempotent
-            from triton_conformance import compat
-
-            compat.install()
         options = {argument: _option(config, name) for argument, name in _RUN_OPTIONS.items()}
         run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
                          where={k: w for k, (_, w) in options.items()})
+        if device == "interpreter":  # 'auto' resolved here; install() is idempotent
+            from triton_conformance import compat
+
+            compat.install(run.compat)
         if device == "cuda" and controller:
             _check_cuda(where)
         if controller and not fresh:

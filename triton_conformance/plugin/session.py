@@ -214,7 +214,10 @@ class ConformanceSession:
 
         from triton_conformance.plugin.merge import check_mergeable, merge_documents
 
+        from triton_conformance import compat
+
         env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed)
+        env["compat"] = list(compat.installed())  # the interpreter shims the kernels ran with
         document = results_document(self.results.values(), env, catalogue())
         try:
             previous = None if self.fresh else check_mergeable(self.results_path, device=self.run.device)

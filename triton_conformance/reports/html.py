@@ -12,7 +12,6 @@ document (subject names, messages, tracebacks, reproducers) is escaped.
 from __future__ import annotations
 
 import os
-from html import escape
 from typing import Any
 
 from triton_conformance.model.cells import Catalogue
@@ -22,198 +21,31 @@ from triton_conformance.reports._html_assets import CSS, JS
 from triton_conformance.reports.catalogue import catalogue_of
 from triton_conformance.reports.diff import ResultsDiff, diff_documents
 from triton_conformance.reports.explain import (
-    COLOURS, KERNEL_FAULTS, LETTERS, finding_text, first_failure, incidental_note, informative, skip_groups, text_colour,
+    COLOURS,
+    KERNEL_FAULTS,
+    LETTERS,
+    finding_text,
+    incidental_note,
+    skip_groups,
+    text_colour,
 )
-from triton_conformance.reports.svg import line_plot, series_points
+from triton_conformance.reports.html_detail import chip, detail_section, esc, fmt
 
 __all__ = ["render_html", "write_html"]
 
 ENV_FIELDS = (("device", "device_name"), ("triton", "triton"), ("torch", "torch"), ("python", "python"),
               ("hypothesis", "hypothesis"), ("profile", "profile"), ("seed", "seed"), ("commit", "commit"),
-              ("host", "host"), ("platform", "platform"), ("triton-conformance", "triton_conformance"))
-ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err"),
-                ("first mismatch at", "first_index"), ("mismatched", "mismatched"), ("of", "total"),
-                ("tolerance", "tolerance"), ("statistic", "statistic"), ("p-value", "p_value"))
-# Keys shown elsewhere in the detail view, or repeats of the message.
-_HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels", "tests"}
-# Detail keys a finding's words already say (findings in words, not raw keys).
-_WORDED_DETAILS = {"oob-write": {"side", "byte_offset", "span_bytes"}, "unwritten": {"unwritten"},
-                   "mutated-input": {"inputs"}}
-# A measured performance cell's figures: shown in their own table, not as error statistics.
-PERF_FIELDS = (("bound", "bound"), ("achieved", "achieved"), ("unit", "unit"), ("peak", "peak"),
-               ("fraction of peak", "fraction"), ("kernel ms (median)", "kernel_ms"),
-               ("torch ms (median)", "baseline_ms"), ("speedup vs torch", "speedup"), ("bytes", "bytes"),
-               ("flops", "flops"), ("dims", "dims"), ("dtypes", "dtypes"), ("timed calls", "reps"),
-               ("timer", "timer"), ("peaks", "peaks"))
-
-
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "\u2014"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return "(" + ", ".join(_fmt(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) or "{}"
-    return str(value)
-
-
-def _chip(outcome: str, text: str | None = None, **attrs: str) -> str:
-    """An outcome's coloured label, coloured from the outcome table."""
-    colour = COLOURS.get(outcome, "#999")
-    extra = "".join(f' {k.replace("_", "-")}="{_e(v)}"' for k, v in attrs.items())
-    return (f'<span class="count o-{_e(outcome)}" style="background:{colour};color:{text_colour(colour)}"{extra}>'
-            f'{_e(outcome if text is None else text)}</span>')
-
-
-def _kv(rows: list[tuple[str, Any]]) -> str:
-    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(_fmt(v))}</td></tr>" for k, v in rows)
-    return f'<table class="kv">{body}</table>' if body else ""
-
-
-def _layout_text(layout: Any) -> str:
-    if not isinstance(layout, dict):
-        return _fmt(layout)
-    parts = [str(layout.get("kind", "?"))]
-    for key in ("perm", "steps", "broadcast"):
-        if layout.get(key):
-            parts.append(f"{key}={_fmt(layout[key])}")
-    for key in ("pad", "offset", "odd_stride"):
-        if layout.get(key):
-            parts.append(f"{key}={layout[key]}")
-    return " ".join(parts)
-
-
-def _statistical_tests(tests: Any) -> str:
-    """A stochastic cell's tests: what was observed and expected, and how surprising it was."""
-    if not isinstance(tests, list) or not tests:
-        return ""
-    head = "<tr><th>test</th><th>observed</th><th>expected</th><th>n</th><th>p-value</th><th></th></tr>"
-    body = "".join(
-        f'<tr class="{"rejected" if t.get("rejected") else ""}"><td>{_e(t.get("description", ""))} '
-        f'({_e(t.get("test", ""))})</td><td>{_e(_fmt(t.get("statistic")))}</td><td>{_e(_fmt(t.get("expected")))}'
-        f'</td><td>{_e(t.get("n"))}</td><td>{float(t.get("p_value", 1.0)):.3g}</td>'
-        f'<td>{"rejects the model" if t.get("rejected") else ""}</td></tr>'
-        for t in sorted((t for t in tests if isinstance(t, dict)), key=lambda t: t.get("p_value", 1.0)))
-    return f'<h3>Statistical tests (smallest p-value first)</h3><table class="kv stats">{head}{body}</table>'
-
-
-def _tensors(tensors: Any) -> str:
-    """Each input's real shape, strides, storage offset and dtype, as the launcher saw it."""
-    if not isinstance(tensors, dict) or not tensors:
-        return ""
-    head = "<tr><th>input</th><th>shape</th><th>strides</th><th>storage offset</th><th>dtype</th></tr>"
-    body = "".join(
-        f'<tr data-input="{_e(name)}"><td>{_e(name)}</td><td>{_e(_fmt(t.get("shape")))}</td>'
-        f'<td class="strides">{_e(_fmt(t.get("strides")))}</td><td>{_e(_fmt(t.get("storage_offset")))}</td>'
-        f'<td>{_e(_fmt(t.get("dtype")))}</td></tr>'
-        for name, t in tensors.items() if isinstance(t, dict))
-    return f'<h3>Inputs in memory</h3><table class="kv tensors">{head}{body}</table>' if body else ""
-
-
-def _counterexample(spec: dict[str, Any]) -> str:
-    if "last_launch" in spec:  # a stochastic cell: the seed and its design reproduce it
-        launch = spec.get("last_launch") or {}
-        return "<h3>Counterexample</h3>" + _kv([("seed", spec.get("seed")), ("input shapes", launch.get("shapes")),
-                                                 ("dtype", launch.get("dtype")), ("arguments", launch.get("params"))])
-    rows: list[tuple[str, Any]] = [("dims", spec.get("dims")), ("dtypes", spec.get("dtypes"))]
-    for name, layout in (spec.get("layouts") or {}).items():
-        rows.append((f"layout of {name}", _layout_text(layout)))
-    if spec.get("scalars"):
-        rows.append(("scalars", spec["scalars"]))
-    rows += [("values", spec.get("values")), ("mask", spec.get("mask")), ("seed", spec.get("seed"))]
-    title = "Shrunk counterexample" if spec.get("shrunk", True) else "Counterexample (as recorded, not shrunk)"
-    return (f"<h3>{title}</h3>" + _kv([r for r in rows if r[1] not in (None, {})])
-            + _tensors(spec.get("tensors")))
-
-
-def _plots(details: dict[str, Any]) -> str:
-    """Plots of the series that carry information: two points or more, not all zero (NaNs are dropped)."""
-    labels = details.get("series_labels") if isinstance(details.get("series_labels"), dict) else {}
-    out = []
-    for key, value in details.items():
-        points = series_points(value)
-        if not informative(points):
-            continue
-        title = "error vs size" if key == "series" else key.replace("_", " ")
-        out.append(line_plot(points, title=title, x_label=str(labels.get("x", "size")),
-                             y_label=str(labels.get("y", "error")), boundary=first_failure(value)))
-    return ("<h3>Plots</h3>" + "".join(out)) if out else ""
-
-
-def _failure_boundary(details: dict[str, Any]) -> list[tuple[str, Any]]:
-    """"first failing size": the sizes either side of where the error-vs-size series starts failing."""
-    found = first_failure(details.get("series"))
-    if found is None:
-        return []
-    labels = details.get("series_labels") if isinstance(details.get("series_labels"), dict) else {}
-    axis = str(labels.get("x", "size")).split(" (")[0]
-    return [("first failing size", f"{axis} = {_fmt(found[1])} (passes at {_fmt(found[0])})")]
-
-
-def _detail(idx: str, r: dict[str, Any], change: str | None, catalogue: Catalogue) -> str:
-    details = r.get("details") if isinstance(r.get("details"), dict) else {}
-    words = finding_text(r)
-    head = (f'<h2>{_e(r["subject"])}[{_e(r["cell"])}]</h2>'
-            f'<p class="verdict">{_chip(r["outcome"])} <span class="finding">{_e(words)}</span>'
-            + (f' <code class="finding-key" title="finding">{_e(r["finding"])}</code>' if r.get("finding") else "")
-            + (f' <span class="badge" title="{_e(r["expected_failure"])}">known bug</span>'
-               if r.get("expected_failure") else "") + "</p>")
-    parts = [head]
-    what = catalogue.describe(r["cell"])
-    if what:
-        parts.append(f'<p class="muted cell-meaning">{_e(r["cell"])}: {_e(what)}</p>')
-    note = incidental_note(r)
-    if note:
-        parts.append(f'<p class="incidental"><strong>Not what this column tests:</strong> {_e(note)}</p>')
-    if r.get("expected_failure"):
-        parts.append(f'<p class="muted">Known bug: {_e(r["expected_failure"])}</p>')
-    if change:
-        parts.append(f'<p><strong>Since the baseline:</strong> {_e(change)}</p>')
-    if r.get("message") and r["message"] != words:
-        parts.append(f'<p class="message">{_e(r["message"])}</p>')
-    if isinstance(r.get("counterexample"), dict):
-        parts.append(_counterexample(r["counterexample"]))
-    measured = r["cell"] == "performance" and details.get("fraction") is not None
-    if measured:
-        parts.append("<h3>Performance</h3>" + _kv([(label, details[key]) for label, key in PERF_FIELDS
-                                                   if details.get(key) is not None]))
-    stats = [(label, details[key]) for label, key in ERROR_FIELDS if key in details]
-    stats += _failure_boundary(details)
-    known = ({key for _, key in ERROR_FIELDS} | _HIDDEN_DETAILS | _WORDED_DETAILS.get(r.get("finding"), set())
-             | ({k for _, k in PERF_FIELDS} if measured else set()))
-    stats += [(k, v) for k, v in details.items() if k not in known and not series_points(v)]
-    if stats:
-        parts.append("<h3>Error statistics</h3>" + _kv(stats))
-    parts.append(_statistical_tests(details.get("tests")))
-    parts.append(_plots(details))
-    if r.get("reproducer"):
-        pre = f"repro-{idx}"
-        parts.append(f'<h3>Reproducer</h3><p><button type="button" class="copy" data-target="{pre}">Copy</button>'
-                     f'<span class="copied" aria-live="polite"></span></p>'
-                     f'<pre id="{pre}" class="reproducer"><code>{_e(r["reproducer"])}</code></pre>')
-    if details.get("traceback"):
-        parts.append(f'<h3>Traceback</h3><pre class="traceback">{_e(details["traceback"])}</pre>')
-    parts.append("<h3>Run</h3>" + _kv([("examples", r.get("examples")), ("rejected examples",
-                                       r.get("rejected_examples")), ("seconds", r.get("duration_s")),
-                                      ("compiles", r.get("compiles")), ("family", r.get("family"))]))
-    return f'<section class="detail" id="{idx}" hidden>{"".join(parts)}</section>'
-
-
+              ("host", "host"), ("platform", "platform"), ("triton-conformance", "triton_conformance"),
+              ("interpreter shims", "compat"))
 def _header(doc: dict[str, Any]) -> str:
     env = doc.get("environment") or {}
     created = str(doc.get("created") or "")
     date = created.replace("T", " ").replace("+00:00", " UTC") if created else None
     items = [("date", date)] + [(label, env.get(key)) for label, key in ENV_FIELDS]
-    body = "".join(f"<div><dt>{_e(k)}</dt><dd>{_e(_fmt(v) if k != 'seed' or v is not None else 'derandomized')}"
+    body = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(fmt(v) if k != 'seed' or v is not None else 'derandomized')}"
                    f"</dd></div>" for k, v in items)
     return (f'<header><h1>Triton conformance report</h1><dl class="env">{body}</dl>'
-            f'<p class="muted">schema {_e(doc.get("schema"))} v{_e(doc.get("version"))}</p></header>')
+            f'<p class="muted">schema {esc(doc.get("schema"))} v{esc(doc.get("version"))}</p></header>')
 
 
 def _summary(results: list[dict[str, Any]], subjects: int) -> str:
@@ -221,9 +53,9 @@ def _summary(results: list[dict[str, Any]], subjects: int) -> str:
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     total = max(len(results), 1)
-    chips = "".join(_chip(o, f"{o} {n}", data_count=o) for o, n in counts.items())
+    chips = "".join(chip(o, f"{o} {n}", data_count=o) for o, n in counts.items())
     bar = "".join(f'<span style="width:{100 * n / total:.3f}%;background:{COLOURS.get(o, "#999")}" '
-                  f'title="{_e(o)}: {n}"></span>' for o, n in counts.items() if n)
+                  f'title="{esc(o)}: {n}"></span>' for o, n in counts.items() if n)
     return (f'<section class="summary-section"><h2>Summary</h2><div class="summary">'
             f'<strong>{subjects} subjects, {len(results)} cells</strong>{chips}</div>'
             f'<div class="bar">{bar}</div>{_skips(results)}</section>')
@@ -235,15 +67,15 @@ def _skips(results: list[dict[str, Any]]) -> str:
     for pattern, group in skip_groups(results):
         messages = list(dict.fromkeys(r.get("message") or "" for r in group))
         tip = "\n".join(messages[:6]) + (f"\n\u2026 and {len(messages) - 6} more" if len(messages) > 6 else "")
-        items.append(f'<li title="{_e(tip)}" data-skip-count="{len(group)}"><strong>{len(group)} skipped:</strong> '
-                     f'{_e(pattern)}</li>')
+        items.append(f'<li title="{esc(tip)}" data-skip-count="{len(group)}"><strong>{len(group)} skipped:</strong> '
+                     f'{esc(pattern)}</li>')
     return f'<ul class="skips">{"".join(items)}</ul>' if items else ""
 
 
 def _dims_text(r: dict[str, Any]) -> str:
     cx = r.get("counterexample") if isinstance(r.get("counterexample"), dict) else {}
     dims = cx.get("dims")
-    return f" at {_fmt(dims)}" if isinstance(dims, dict) and dims else ""
+    return f" at {fmt(dims)}" if isinstance(dims, dict) and dims else ""
 
 
 def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
@@ -262,21 +94,21 @@ def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], s
 
     def link(r: dict[str, Any], text: str) -> str:
         idx = ids[(r["subject"], r["cell"])]
-        return f'<a href="#{idx}" data-detail="{idx}" title="{_e(_cell_tip(r["subject"], r["cell"], r))}">{text}</a>'
+        return f'<a href="#{idx}" data-detail="{idx}" title="{esc(_cell_tip(r["subject"], r["cell"], r))}">{text}</a>'
 
-    items = [f'<li data-known="0">{link(r, _e(r["subject"]) + "[" + _e(r["cell"]) + "]")} '
-             f'{_chip(r["outcome"])} {_e(finding_text(r) or r.get("message") or "")}{_e(_dims_text(r))}</li>'
+    items = [f'<li data-known="0">{link(r, esc(r["subject"]) + "[" + esc(r["cell"]) + "]")} '
+             f'{chip(r["outcome"])} {esc(finding_text(r) or r.get("message") or "")}{esc(_dims_text(r))}</li>'
              for r in failing if not r.get("expected_failure")]
     known: dict[str, list[dict[str, Any]]] = {}
     for r in failing:
         if r.get("expected_failure"):
             known.setdefault(r["subject"], []).append(r)
     for subject, group in known.items():
-        cells = ", ".join(link(r, _e(r["cell"])) for r in group)
-        items.append(f'<li data-known="1" data-subject="{_e(subject)}"><strong>{_e(subject)}</strong> '
-                     f'<span class="badge" title="{_e(group[0]["expected_failure"])}">known bug</span> '
+        cells = ", ".join(link(r, esc(r["cell"])) for r in group)
+        items.append(f'<li data-known="1" data-subject="{esc(subject)}"><strong>{esc(subject)}</strong> '
+                     f'<span class="badge" title="{esc(group[0]["expected_failure"])}">known bug</span> '
                      f'{len(group)} failing cell{"" if len(group) == 1 else "s"}, as expected '
-                     f'({_e(group[0]["expected_failure"])}): {cells}</li>')
+                     f'({esc(group[0]["expected_failure"])}): {cells}</li>')
     known_n = sum(len(g) for g in known.values())
     note = f' <span class="muted">({known_n} of them known bugs)</span>' if known_n else ""
     return (f'<section class="failing-section" id="failing"><h2>Failing cells ({len(failing)}){note}</h2>'
@@ -284,12 +116,12 @@ def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], s
 
 
 def _filters(families: list[str]) -> str:
-    boxes = "".join(f'<label><input type="checkbox" name="outcome" value="{_e(o)}" checked> '
-                    f'<span class="swatch" style="background:{COLOURS[o]}"></span> {_e(o)}</label>'
+    boxes = "".join(f'<label><input type="checkbox" name="outcome" value="{esc(o)}" checked> '
+                    f'<span class="swatch" style="background:{COLOURS[o]}"></span> {esc(o)}</label>'
                     for o in OUTCOMES)
-    options = "".join(f'<option value="{_e(f)}">{_e(f)}</option>' for f in families)
+    options = "".join(f'<option value="{esc(f)}">{esc(f)}</option>' for f in families)
     return (f'<section class="filters-section"><div class="filters">{boxes}'
-            f'<button type="button" id="failing-only" data-outcomes="{_e(" ".join(FAILING))}">failing only</button>'
+            f'<button type="button" id="failing-only" data-outcomes="{esc(" ".join(FAILING))}">failing only</button>'
             f'<button type="button" id="show-all">show all</button></div><div class="filters" style="margin-top:6px">'
             f'<label>subject <input type="search" id="subject-filter" placeholder="name contains"></label>'
             f'<label>family <select id="family-filter"><option value="">all</option>{options}</select></label>'
@@ -302,9 +134,9 @@ def _filters(families: list[str]) -> str:
 def _legend(cells: list[str], catalogue: Catalogue) -> str:
     """The letters (from the outcome table), the marks, and every cell of the matrix in one line each."""
     outcomes = "".join(
-        f'<tr data-outcome="{_e(o.name)}"><td><span class="legend-cell" style="background:{o.colour};'
-        f'color:{text_colour(o.colour)}">{_e(o.letter)}</span></td><th>{_e(o.name)}</th>'
-        f'<td>{_e(o.summary)}</td></tr>' for o in OUTCOME_TABLE)
+        f'<tr data-outcome="{esc(o.name)}"><td><span class="legend-cell" style="background:{o.colour};'
+        f'color:{text_colour(o.colour)}">{esc(o.letter)}</span></td><th>{esc(o.name)}</th>'
+        f'<td>{esc(o.summary)}</td></tr>' for o in OUTCOME_TABLE)
     marks = [("none", "", "not applicable", "the subject's contract has no such cell (a mask cell for a kernel "
                                              "without a mask, a stochastic cell for a deterministic one)"),
              ("known", LETTERS["wrong"], "* known bug", "a failing cell of a subject declared with xfail=: "
@@ -315,19 +147,19 @@ def _legend(cells: list[str], catalogue: Catalogue) -> str:
              ("regressed", "", "black outline", "regressed since the baseline"),
              ("fixed", "", "green outline", "fixed since the baseline")]
     mark_rows = "".join(
-        f'<tr data-mark="{_e(cls)}"><td><span class="legend-cell {cls}"'
+        f'<tr data-mark="{esc(cls)}"><td><span class="legend-cell {cls}"'
         + (f' style="background:{COLOURS["wrong"]};color:#fff"' if letter else "")
-        + f'>{_e(letter)}</span></td><th>{_e(name)}</th><td>{_e(text)}</td></tr>'
+        + f'>{esc(letter)}</span></td><th>{esc(name)}</th><td>{esc(text)}</td></tr>'
         for cls, letter, name, text in marks)
     groups: dict[str, list[str]] = {}
     for c in cells:
         groups.setdefault(c.partition(":")[0], []).append(c)
     entries = []
     for dim, members in groups.items():
-        items = "".join(f'<div data-cell="{_e(c)}"><dt>{_e(c.partition(":")[2] or c)}</dt>'
-                        f'<dd>{_e(_class_summary(catalogue, c) or "(no description)")}</dd>'
+        items = "".join(f'<div data-cell="{esc(c)}"><dt>{esc(c.partition(":")[2] or c)}</dt>'
+                        f'<dd>{esc(_class_summary(catalogue, c) or "(no description)")}</dd>'
                         f'</div>' for c in members)
-        entries.append(f'<div class="legend-dim"><h4>{_e(dim)}</h4><dl>{items}</dl></div>')
+        entries.append(f'<div class="legend-dim"><h4>{esc(dim)}</h4><dl>{items}</dl></div>')
     return (f'<section class="legend-section" id="legend"><h2>Legend</h2><div class="legend">'
             f'<table class="kv legend-outcomes">{outcomes}{mark_rows}</table>'
             f'<div class="legend-cells">{"".join(entries)}</div></div></section>')
@@ -347,24 +179,24 @@ def _class_summary(catalogue: Catalogue, cell: str) -> str:
 def _diff_section(diff: ResultsDiff, ids: dict[tuple[str, str], str]) -> str:
     def item(c: Any) -> str:
         idx = ids.get((c.subject, c.cell))
-        text = _e(c.line())
+        text = esc(c.line())
         return f'<li><a href="#{idx}" data-detail="{idx}">{text}</a></li>' if idx else f"<li>{text}</li>"
 
-    parts = [f'<p class="muted">baseline {_e(diff.baseline.get("created"))} '
-             f'({_e((diff.baseline.get("environment") or {}).get("device_name"))}, commit '
-             f'{_e((diff.baseline.get("environment") or {}).get("commit"))})</p>']
+    parts = [f'<p class="muted">baseline {esc(diff.baseline.get("created"))} '
+             f'({esc((diff.baseline.get("environment") or {}).get("device_name"))}, commit '
+             f'{esc((diff.baseline.get("environment") or {}).get("commit"))})</p>']
     if diff.is_empty:
         parts.append('<p class="muted">No cell changed.</p>')
     for title, changes in (("Regressions", diff.regressions), ("Fixes", diff.fixes),
                            ("Other changes", diff.changed), ("New cells", diff.new_cells),
                            ("Removed cells", diff.removed_cells)):
         if changes:  # an empty section is left out
-            parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(changes)})</h3>'
+            parts.append(f'<h3 data-diff="{esc(title.lower())}">{esc(title)} ({len(changes)})</h3>'
                          + "<ul>" + "".join(item(c) for c in changes) + "</ul>")
     for title, names in (("New subjects", diff.new_subjects), ("Removed subjects", diff.removed_subjects)):
         if names:
-            parts.append(f'<h3 data-diff="{_e(title.lower())}">{_e(title)} ({len(names)})</h3>'
-                         + "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in names) + "</ul>")
+            parts.append(f'<h3 data-diff="{esc(title.lower())}">{esc(title)} ({len(names)})</h3>'
+                         + "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in names) + "</ul>")
     return f'<section class="diff" id="diff"><h2>Changes since the baseline</h2>{"".join(parts)}</section>'
 
 
@@ -385,13 +217,13 @@ def _performance_section(results: list[dict[str, Any]], ids: dict[tuple[str, str
             continue
         idx, unit = ids[(r["subject"], r["cell"])], d.get("unit", "")
         speedup = f"{d['speedup']:.2f}x" if isinstance(d.get("speedup"), (int, float)) else "\u2014"
-        cells = [_fmt(d.get("dims")), f"{_fmt(d.get('achieved'))} {unit}", f"{_fmt(d.get('peak'))} {unit}",
-                 f"{100 * d['fraction']:.1f}%", _fmt(d.get("kernel_ms")), _fmt(d.get("baseline_ms")), speedup]
-        rows.append(f'<tr data-subject="{_e(r["subject"])}"><th scope="row"><a href="#{idx}" data-detail="{idx}">'
-                    f'{_e(r["subject"])}</a></th>' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+        cells = [fmt(d.get("dims")), f"{fmt(d.get('achieved'))} {unit}", f"{fmt(d.get('peak'))} {unit}",
+                 f"{100 * d['fraction']:.1f}%", fmt(d.get("kernel_ms")), fmt(d.get("baseline_ms")), speedup]
+        rows.append(f'<tr data-subject="{esc(r["subject"])}"><th scope="row"><a href="#{idx}" data-detail="{idx}">'
+                    f'{esc(r["subject"])}</a></th>' + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     if not rows:
         return ""
-    head = "".join(f"<th>{_e(h)}</th>" for h in ("subject", "size", "achieved", "measured peak", "fraction",
+    head = "".join(f"<th>{esc(h)}</th>" for h in ("subject", "size", "achieved", "measured peak", "fraction",
                                                     "kernel ms", "torch ms", "speedup"))
     return (f'<section class="performance-section" id="performance"><h2>Performance</h2>'
             f'<p class="muted">Median of CUDA-event timings with a cold L2; peaks measured on this device '
@@ -427,30 +259,30 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
         single = len(members) == 1 and ":" not in members[0]
         if single:
             tip = f"{dim}: {catalogue.describe(dim)}" if catalogue.describe(dim) else dim
-            head1.append(f'<th rowspan="2" class="single" data-dimension="{_e(dim)}" data-cell="{_e(dim)}" '
-                         f'title="{_e(tip)}"><span>{_e(dim)}</span></th>')
+            head1.append(f'<th rowspan="2" class="single" data-dimension="{esc(dim)}" data-cell="{esc(dim)}" '
+                         f'title="{esc(tip)}"><span>{esc(dim)}</span></th>')
         else:
-            head1.append(f'<th colspan="{len(members)}" data-dimension="{_e(dim)}">{_e(dim)}</th>')
+            head1.append(f'<th colspan="{len(members)}" data-dimension="{esc(dim)}">{esc(dim)}</th>')
         if not single:
             for c in members:
                 what = catalogue.describe(c)
-                head2.append(f'<th data-cell="{_e(c)}" title="{_e(f"{c}: {what}" if what else c)}">'
-                             f'<span>{_e(c.partition(":")[2])}</span></th>')
+                head2.append(f'<th data-cell="{esc(c)}" title="{esc(f"{c}: {what}" if what else c)}">'
+                             f'<span>{esc(c.partition(":")[2])}</span></th>')
     families: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for r in results:
         families.setdefault(r.get("family") or r["subject"], {}).setdefault(r["subject"], {})[r["cell"]] = r
     bodies = []
     for family in sorted(families):
-        rows = [f'<tr class="family-row"><th colspan="{len(cells) + 1}">{_e(family)}</th></tr>']
+        rows = [f'<tr class="family-row"><th colspan="{len(cells) + 1}">{esc(family)}</th></tr>']
         for subject in sorted(families[family]):
             row = families[family][subject]
             known = next((r["expected_failure"] for r in row.values() if r.get("expected_failure")), None)
-            badge = f'<span class="badge" title="{_e(known)}">known bug</span>' if known else ""
+            badge = f'<span class="badge" title="{esc(known)}">known bug</span>' if known else ""
             tds = []
             for c in cells:
                 r = row.get(c)
                 if r is None:
-                    tds.append(f'<td class="cell none" data-cell="{_e(c)}" title="{_e(f"{subject}[{c}]: not applicable, its contract has no such cell")}"></td>')
+                    tds.append(f'<td class="cell none" data-cell="{esc(c)}" title="{esc(f"{subject}[{c}]: not applicable, its contract has no such cell")}"></td>')
                     continue
                 idx, outcome = ids[(subject, c)], r["outcome"]
                 classes = ["cell", f"o-{outcome}"] + (["known"] if known and outcome in KERNEL_FAULTS else [])
@@ -460,15 +292,15 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
                     classes.append(marks[(subject, c)])
                 text, _ = _perf_text(r)
                 colour = COLOURS.get(outcome, "#999")
-                tds.append(f'<td class="{" ".join(classes)}" data-cell="{_e(c)}" data-outcome="{_e(outcome)}" '
+                tds.append(f'<td class="{" ".join(classes)}" data-cell="{esc(c)}" data-outcome="{esc(outcome)}" '
                            f'style="background:{colour}"><a href="#{idx}" data-detail="{idx}" '
-                           f'style="color:{text_colour(colour)}" title="{_e(_cell_tip(subject, c, r))}">'
-                           f'{_e(text) if text else _e(LETTERS.get(outcome, "?"))}</a></td>')
-            rows.append(f'<tr class="subject" data-subject="{_e(subject)}" data-known="{1 if known else 0}">'
-                        f'<th class="subject" scope="row">{_e(subject)}{badge}</th>{"".join(tds)}</tr>')
-        bodies.append(f'<tbody class="family" data-family="{_e(family)}">{"".join(rows)}</tbody>')
+                           f'style="color:{text_colour(colour)}" title="{esc(_cell_tip(subject, c, r))}">'
+                           f'{esc(text) if text else esc(LETTERS.get(outcome, "?"))}</a></td>')
+            rows.append(f'<tr class="subject" data-subject="{esc(subject)}" data-known="{1 if known else 0}">'
+                        f'<th class="subject" scope="row">{esc(subject)}{badge}</th>{"".join(tds)}</tr>')
+        bodies.append(f'<tbody class="family" data-family="{esc(family)}">{"".join(rows)}</tbody>')
     key = " \u00b7 ".join(f"{o.letter} {o.name}" for o in OUTCOME_TABLE)
-    return (f'<section class="matrix-section"><h2>Matrix</h2><p class="muted key">{_e(key)} \u00b7 hatched: not '
+    return (f'<section class="matrix-section"><h2>Matrix</h2><p class="muted key">{esc(key)} \u00b7 hatched: not '
             f'applicable \u00b7 hover a column or a cell for what it means, click a cell for its detail '
             f'(<a href="#legend">legend</a>)</p><div class="matrix-wrap"><table class="matrix">'
             f'<thead><tr class="dims">{"".join(head1)}</tr><tr class="values">{"".join(head2)}</tr></thead>'
@@ -504,13 +336,13 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
     else:
         body.append('<section><p class="muted">This results file holds no cells.</p></section>')
     body.append("</main>")
-    details = "".join(_detail(ids[(r["subject"], r["cell"])], r, changes.get((r["subject"], r["cell"])), catalogue)
+    details = "".join(detail_section(ids[(r["subject"], r["cell"])], r, changes.get((r["subject"], r["cell"])), catalogue)
                       for r in results)
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
             'style-src \'unsafe-inline\'; script-src \'unsafe-inline\'; img-src data:">'
-            f'<title>Triton conformance report \u2014 {_e(document.get("created") or "")}</title>'
+            f'<title>Triton conformance report \u2014 {esc(document.get("created") or "")}</title>'
             f'<style>{CSS}</style><noscript><style>#panel, .detail {{ display: block !important; '
             f'position: static !important; width: auto !important; }}</style></noscript></head><body>'
             f'{"".join(body)}<aside id="panel" hidden aria-label="cell detail">'

@@ -80,10 +80,11 @@ class CellExecutor:
         from triton_conformance.workers.isolation import WorkerPool
 
         if self.sanitizer is None:
-            return WorkerPool(self.config.device)
+            return WorkerPool(self.config.device, compat=self.config.compat)
         from triton_conformance.workers.sanitizer import SANITIZER_ENV
 
-        return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix)
+        return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix,
+                          compat=self.config.compat)
 
     def _run_isolated(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
         if self._pool is None:

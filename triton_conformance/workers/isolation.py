@@ -70,7 +70,8 @@ _COMMAND = (sys.executable, "-m", "triton_conformance.workers.worker")
 
 
 class _Worker:
-    def __init__(self, device: str, modules: list[str], env: dict[str, str], prefix: tuple[str, ...] = ()):
+    def __init__(self, device: str, modules: list[str], env: dict[str, str], prefix: tuple[str, ...] = (),
+                 compat: tuple[str, ...] | None = None):
         self._stderr = tempfile.TemporaryFile()
         self._fifo_dir: str | None = None
         self._start_error: str | None = None
@@ -86,7 +87,8 @@ class _Worker:
             os.close(to_child_r)
             os.close(from_child_w)
         if self._start_error is None:
-            send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules})
+            send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules,
+                                  "compat_shims": compat})
         self.ready = False
 
     def _spawn_through_fifos(self, prefix: tuple[str, ...], env: dict[str, str]) -> None:
@@ -218,12 +220,14 @@ class WorkerPool:
     - ``env``: the worker's environment (default: this process's, so a GPU pinned
       through ``CUDA_VISIBLE_DEVICES`` is the worker's GPU too);
     - ``prefix``: a callable giving the command that wraps each new worker
-      (``compute-sanitizer ...``), or None.
+      (``compute-sanitizer ...``), or None;
+    - ``compat``: the interpreter compatibility layer's shims each worker installs (None: all).
     """
 
     def __init__(self, device: str, *, env: dict[str, str] | None = None,
-                 prefix: Callable[[], tuple[str, ...]] | None = None):
+                 prefix: Callable[[], tuple[str, ...]] | None = None, compat: tuple[str, ...] | None = None):
         self.device = device
+        self.compat = compat
         self.env = dict(os.environ if env is None else env)
         self.modules: list[str] = []
         self._prefix = prefix
@@ -236,7 +240,7 @@ class WorkerPool:
                 self._worker.close()
                 self.restarts += 1
             prefix = self._prefix() if self._prefix is not None else ()
-            self._worker = _Worker(self.device, list(self.modules), self.env, prefix)
+            self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat)
         return self._worker
 
     def call(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:

@@ -1,36 +1,13 @@
 """triton-conformance: a conformance test suite for Triton kernels.
 
 Importing this package (and its pytest plugin) imports neither torch nor triton;
-they are loaded when the battery runs.
+they are loaded when the battery runs.  The declaration API is the model's.
 """
 
+from triton_conformance import model
 from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract
-from triton_conformance.model.contract import Contract, Dim, Mask, Scalar, Tensor, Tolerance
-from triton_conformance.model.performance import Performance
-from triton_conformance.model.stochastic import Dropout, Events, StochasticModel, StochasticRounding
-from triton_conformance.model.subject import Subject, get_subject, register, registry, subject
+from triton_conformance.model import *  # noqa: F403 - the declaration API, listed once in model.__all__
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ConformanceUsageError",
-    "Contract",
-    "Dim",
-    "Dropout",
-    "Events",
-    "InvalidArgument",
-    "InvalidContract",
-    "Mask",
-    "Performance",
-    "Scalar",
-    "StochasticModel",
-    "StochasticRounding",
-    "Subject",
-    "Tensor",
-    "Tolerance",
-    "__version__",
-    "get_subject",
-    "register",
-    "registry",
-    "subject",
-]
+__all__ = sorted([*model.__all__, "ConformanceUsageError", "InvalidArgument", "InvalidContract", "__version__"])

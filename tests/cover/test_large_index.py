@@ -59,9 +59,11 @@ def test_plan_for_rows_puts_the_elements_in_the_leading_dim():
 @pytest.mark.parametrize("inputs, dims, kw, reason", [
     (VECTOR, {"N": Dim(0, 1 << 20)}, {}, "at most 1048576 elements per input (< 2^31)"),
     (VECTOR, {"N": Dim(0, 1 << 32)}, {"max_elements": 1 << 24}, "at most 16777216 elements"),
-    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {"reduces": "M"}, "not row-separable"),
-    ({"a": Tensor(("M", "K")), "b": Tensor(("K", "N"))}, {d: Dim(1, 1 << 20) for d in "MKN"}, {},
+    ({"x": Tensor(("M", "N")), "y": Tensor(("N", "M"))}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {},
      "not row-separable"),
+    ({"x": Tensor(("M", "N"), rows=False)}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {}, "not row-separable"),
+    ({"a": Tensor(("M", "K")), "b": Tensor(("K", "N"))}, {d: Dim(1, 1 << 20) for d in "MKN"}, {},
+     "M=65075387 rows would be needed"),
     ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1000), "N": Dim(1, 1 << 30)}, {}, "M=65075387 rows would be needed"),
 ])
 def test_the_cell_is_skipped_with_the_reason(inputs, dims, kw, reason):
@@ -253,7 +255,7 @@ def small_large(monkeypatch):
 
 
 def small_vector_subject(launcher):
-    return tc.register(launcher, name=f"cover_li_full_{launcher.__name__}_{next(_ids)}", inputs=VECTOR,
+    return tc.register(launcher, name=f"cover_li_full_{launcher.__name__.strip('<>')}_{next(_ids)}", inputs=VECTOR,
                        dims={"N": Dim(0, 1 << 20)}, oracle=lambda x, y: x + y)
 
 
@@ -284,3 +286,81 @@ def test_whole_grid_path_finds_an_unwritten_and_a_wrong_tail(small_large):
     assert (found.outcome, found.kind) == ("unsafe", "unwritten")
     found = small_large.run_large_index_example(small_vector_subject(lambda x, y: x - y), Backend(), emulate=False)
     assert (found.outcome, found.kind) == ("wrong", "mismatch")
+
+
+# -- parameters broadcast over the rows, full reductions, persistent kernels (issue 12 section 2) ---------
+
+from tests.zoo import zoo_large_index as zoo  # noqa: E402 - the kernels below
+
+
+def test_a_weight_and_bias_beside_rows_are_parameters_built_whole():
+    plan = large_index_plan(zoo.zoo_layer_norm_rows.contract)
+    assert not isinstance(plan, str), plan
+    assert plan.row_dim == "M" and plan.params == ("weight", "bias") and plan.dims["N"] == 33
+
+
+def test_a_declared_row_input_wins_and_a_bad_declaration_is_refused():
+    c = contract({"x": Tensor(("M", "N")), "y": Tensor(("N",)), "z": Tensor(("N",), rows=True)},
+                 {"M": Dim(1, 1 << 32), "N": Dim(1, 8)})
+    assert "not row-separable" in large_index_plan(c), "z leads with N, which x holds second"
+    with pytest.raises(tc.InvalidContract, match="rows"):
+        Tensor(("N",), rows="yes")
+
+
+def test_a_layer_norm_with_parameters_is_judged_and_its_int32_row_offsets_caught():
+    good = run_cell(zoo.zoo_layer_norm_rows, "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured" and "parameters ['weight', 'bias'] whole" in good.message, good.message
+    bad = run_cell(zoo.zoo_layer_norm_rows_int32, "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
+
+
+def test_a_full_reduction_is_checked_for_memory_only_when_emulated():
+    good = run_cell(zoo.zoo_sum_all, "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured", good.message  # not a false wrong/bad-shape on the 0-d output
+    assert "memory only" in good.message and good.details["value_compared"] is False
+    bad = run_cell(zoo.zoo_sum_all_int32, "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "poisoned-read"), bad.message
+
+
+def test_a_full_reduction_on_real_tensors_is_compared_whole(small_large):
+    def sums(x):
+        return x.to(torch.float32).sum()
+
+    subject = tc.register(sums, name=f"cover_li_sum_{next(_ids)}", inputs={"x": Tensor(("N",), dtypes=("float16",))},
+                          dims={"N": Dim(1, 1 << 20)}, reduces="N", oracle=lambda x: x.sum())
+    assert small_large.run_large_index_example(subject, Backend(), emulate=False) == "honoured"
+    wrong = tc.register(lambda x: x[1:].to(torch.float32).sum(), name=f"cover_li_sum_wrong_{next(_ids)}",
+                        inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 1 << 20)},
+                        reduces="N", oracle=lambda x: x.sum())
+    found = small_large.run_large_index_example(wrong, Backend(), emulate=False)
+    assert (found.outcome, found.kind) == ("wrong", "mismatch") and "whole output" in found.message
+
+
+@triton.jit
+def count_iterations(out_ptr, n):
+    total = 0
+    for _ in range(0, n):
+        total += 1
+    for _ in tl.range(0, n, 2):
+        total += 1000
+    tl.store(out_ptr + tl.program_id(0), total)
+
+
+def test_long_loops_keep_their_last_iterations_and_a_small_axis_runs_whole():
+    out = torch.zeros(5, dtype=torch.int32)
+    with tail_programs(whole_axis=8, long_loop=100, keep_iterations=4) as state:
+        count_iterations[(5,)](out, 1000)
+    assert out.tolist() == [4004] * 5 and state.trimmed_loops == 10
+    count_iterations[(5,)](out, 1000)  # restored: whole loops again
+    assert out.tolist() == [501000] * 5
+
+
+def test_a_persistent_kernel_finishes_in_seconds_and_its_int32_rows_are_caught():
+    import time
+
+    started = time.perf_counter()
+    good = run_cell(zoo.zoo_softmax_persistent, "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured" and "persistent kernel" in good.message, good.message
+    bad = run_cell(zoo.zoo_softmax_persistent_int32, "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
+    assert time.perf_counter() - started < 120  # ~500k iterations per program, untrimmed

@@ -46,7 +46,7 @@ import torch
 from triton_conformance.conformance.allocations import intercept_allocations
 from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
 from triton_conformance.conformance.memory import poison_bytes, unwritten_elements
-from triton_conformance.conformance.tail_grid import OutOfBoundsAccess, tail_programs
+from triton_conformance.conformance.tail_grid import LONG_LOOP, WHOLE_AXIS, OutOfBoundsAccess, tail_programs
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.outcomes import Finding
@@ -64,26 +64,68 @@ TAIL_ELEMENTS = 1 << 16  # elements filled (and compared) at the end of each inp
 
 @dataclass(frozen=True)
 class LargeIndexPlan:
-    """The one example of the cell: dims, dtype, and how many trailing rows are filled and compared."""
+    """The one example of the cell: dims, dtype, and how many trailing rows are filled and compared.
+
+    ``params``: inputs broadcast over the rows (a weight or bias), built whole and small;
+    every other input leads with ``row_dim``.  ``reduced``: the rows are reduced over (a
+    sum over everything, a loss), so the answer depends on every row: emulated, only the
+    memory checks apply.
+    """
 
     dims: dict[str, int]
     dtype: str
     row_dim: str
     fill_rows: int
     scalars: dict[str, float] = field(default_factory=dict)
+    params: tuple[str, ...] = ()
+    reduced: bool = False
 
     def elements(self, contract: Contract, name: str) -> int:
         return math.prod(self.dims[s] for s in contract.inputs[name].shape)
+
+    def row_inputs(self, contract: Contract) -> list[str]:
+        return [n for n in contract.inputs if n not in self.params]
 
 
 def _pick_dtype(contract: Contract) -> str | None:
     """The narrowest dtype every tensor input claims (fp16 before bf16, whose interpreter is broken)."""
     common = None
     for name in contract.tensor_names:
-        claimed = set(contract.inputs[name].dtypes)
+        claimed = set(contract.inputs[name].dtypes or ("float16", "bfloat16", "float32"))
+        if getattr(contract.inputs[name], "index_of", None) or getattr(contract.inputs[name], "same_dtype_as", None):
+            continue  # an index input keeps its own integer dtype; a follower takes its leader's
         common = claimed if common is None else common & claimed
     order = ("float16", "bfloat16", "int8", "uint8", "int16", "float32", "int32", "float64", "int64")
     return next((d for d in order if common and d in common), None)
+
+
+def _rows_and_params(contract: Contract) -> tuple[str, tuple[str, ...]] | str:
+    """The dim the rows run along and the inputs broadcast over them, or why there is none.
+
+    Each input either leads with the row dim (a row input) or lacks it (a parameter
+    broadcast over the rows, such as a layer norm's weight); ``Tensor(rows=...)``
+    overrides the inference.  Candidates are the inputs' leading dims, the one most
+    inputs lead with first.
+    """
+    inputs = contract.inputs
+    declared = [n for n, t in inputs.items() if getattr(t, "rows", None) is True]
+    leads = [t.shape[0] for n, t in inputs.items() if t.shape and getattr(t, "rows", None) is not False]
+    candidates = sorted(dict.fromkeys(inputs[n].shape[0] for n in declared) if declared else dict.fromkeys(leads),
+                        key=lambda d: -leads.count(d))
+    for row in candidates:
+        params = []
+        for name, t in inputs.items():
+            declared_param = getattr(t, "rows", None) is False
+            if t.shape and t.shape[0] == row and not declared_param:
+                continue
+            if row in t.shape or getattr(t, "rows", None) is True:
+                break  # the row dim inside, not leading (or a declared row input leading with another)
+            params.append(name)
+        else:
+            if len(params) < len(inputs):
+                return row, tuple(params)
+    return ("not row-separable (each input must lead with the same dim or lack it, a parameter broadcast over "
+            "the rows): the tail of the output cannot be checked from the tail of the inputs")
 
 
 def large_index_plan(contract: Contract) -> LargeIndexPlan | str:
@@ -98,13 +140,13 @@ def large_index_plan(contract: Contract) -> LargeIndexPlan | str:
     if biggest < LARGE:
         return (f"contract admits at most {biggest} elements per input (< 2^31): an int32 offset cannot "
                 "overflow inside it (shape:beyond-range checks that larger inputs are rejected)")
-    leads = {contract.inputs[n].shape[0] if contract.inputs[n].shape else None for n in contract.inputs}
-    row = next(iter(leads))
-    if len(leads) != 1 or row is None or row == contract.reduces:
-        return ("not row-separable (every input's leading dim the same, unreduced dim): the tail of the "
-                "output cannot be checked from the tail of the inputs")
+    found = _rows_and_params(contract)
+    if isinstance(found, str):
+        return found
+    row, params = found
     dims = {s: min(d.max, max(d.min, 33)) for s, d in contract.dims.items() if s != row}
-    inner = max(math.prod(dims[s] for s in contract.inputs[n].shape[1:]) for n in contract.tensor_names)
+    rows_in = [n for n in contract.inputs if n not in params]
+    inner = max(math.prod(dims[s] for s in contract.inputs[n].shape[1:]) for n in rows_in)
     rows = -(-(LARGE + EXTRA) // inner)
     if not contract.dims[row].admits(rows):
         return f"{row}={rows} rows would be needed for 2^31 elements, outside [{contract.dims[row].min}, " \
@@ -117,7 +159,7 @@ def large_index_plan(contract: Contract) -> LargeIndexPlan | str:
     scalars = {n: (int(s.low) if s.kind == "int" else (s.low + s.high) / 2) for n, s in contract.scalars.items()}
     fill = max(1, -(-TAIL_ELEMENTS // inner))
     return LargeIndexPlan(dims={row: rows, **dims}, dtype=dtype, row_dim=row, fill_rows=min(fill, rows),
-                          scalars=scalars)
+                          scalars=scalars, params=params, reduced=row == contract.reduces)
 
 
 # -- the example ------------------------------------------------------------------
@@ -210,39 +252,68 @@ def _tail_server(rows_of: dict[int, int], arena: _Arena | None = None):
     return serve
 
 
+def input_dtype(contract: Contract, plan: LargeIndexPlan, name: str) -> str:
+    """The dtype input ``name`` gets: the plan's, or an index input's own integer dtype."""
+    decl = contract.inputs[name]
+    if getattr(decl, "index_of", None) and decl.dtypes:
+        return decl.dtypes[0]
+    return plan.dtype
+
+
+def _values(contract: Contract, plan: LargeIndexPlan, name: str, shape: tuple[int, ...], dtype: Any, seed: int):
+    decl = contract.inputs[name]
+    index_of = getattr(decl, "index_of", None)
+    if index_of:  # indices into dim index_of: in range
+        generator = torch.Generator().manual_seed(seed)
+        return torch.randint(0, max(1, plan.dims[index_of]), shape, generator=generator).to(dtype)
+    return fill_values(shape, dtype, "ordinary", seed).to(dtype)
+
+
 def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
            arena: _Arena | None = None, emulate: bool = True) -> dict[str, Any]:
-    """The inputs: contiguous, lazily allocated; the last ``fill_rows`` rows hold ordinary values.
+    """The inputs: row inputs contiguous, lazily allocated, the last ``fill_rows`` rows holding ordinary
+    values; parameters (broadcast over the rows) built whole and small.
 
     On CUDA the rest is filled too (with randn), so the kernel reads real data everywhere.
     """
-    dtype = torch_dtype(plan.dtype)
     out = {}
     for index, name in enumerate(contract.inputs):
+        dtype = torch_dtype(input_dtype(contract, plan, name))
         shape = tuple(plan.dims[s] for s in contract.inputs[name].shape)
+        if name in plan.params:
+            out[name] = _values(contract, plan, name, shape, dtype, seed * 7919 + index).to(device)
+            continue
         t = arena.tensor(shape, dtype, f"input {name!r}") if arena is not None else None
         if t is None:
             t = torch.empty(shape, dtype=dtype, device=device)
         if not emulate:  # real data everywhere; the emulation leaves all but the tail untouched
-            if dtype.is_floating_point:
-                t.normal_(generator=torch.Generator(device=device).manual_seed(seed + index))
-            else:
+            if getattr(contract.inputs[name], "index_of", None) or not dtype.is_floating_point:
                 t.zero_()
+            else:
+                t.normal_(generator=torch.Generator(device=device).manual_seed(seed + index))
         tail = t[-plan.fill_rows:]
-        tail.copy_(fill_values(tuple(tail.shape), dtype, "ordinary", seed * 7919 + index).to(dtype))
+        tail.copy_(_values(contract, plan, name, tuple(tail.shape), dtype, seed * 7919 + index))
         out[name] = t
     return out
 
 
 def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed: int = 0, *,
-                            emulate: bool | None = None):
+                            emulate: bool | None = None, notes: list[str] | None = None):
     """Run the cell's one example: a Finding, or ``"honoured"``.
 
     ``emulate`` (default: on the CPU) runs only the last programs of the grid
     on lazily allocated tensors; without it the whole grid runs on real
     tensors, as on CUDA.  The written tail of each output is judged like any
     example (``judge``: the subject's oracle, tolerance and error scale).
+    Parameter inputs (broadcast over the rows) are passed whole to the oracle.
+
+    An output that is not split into rows (a full reduction's 0-d result, or
+    a reduction over the rows) cannot be judged from the tails: emulated, only
+    the memory checks apply to it (every address of the programs that ran);
+    on real tensors it is judged against the oracle on the whole inputs.
+    ``notes`` (a list) receives a line for each such limit, for the message.
     """
+    notes = [] if notes is None else notes
     judge = judge or Judge(subject, on_cuda=backend.compiles)
     contract = subject.contract
     plan = large_index_plan(contract)
@@ -250,15 +321,16 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
         raise InvalidArgument(f"run_large_index_example: subject={subject.name!r}, expected one the cell "
                               f"applies to: {plan}")
     device = backend.device
-    itemsize = ITEMSIZE[plan.dtype]
-    largest = max(plan.elements(contract, n) for n in contract.inputs) * itemsize
+    itemsize = max(ITEMSIZE[input_dtype(contract, plan, n)] for n in contract.inputs)
+    row_inputs = plan.row_inputs(contract)
+    largest = max(plan.elements(contract, n) for n in row_inputs) * itemsize
     emulate = not backend.on_device if emulate is None else emulate
     # Room for the inputs and their outputs (one output where the gaps are real memory).
-    arena = _Arena(len(contract.inputs) + (len(contract.inputs) if emulate else 1), largest, itemsize, device,
+    arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, itemsize, device,
                    reserve=emulate)
     inputs = _build(contract, plan, device, seed, arena, emulate)
     rows, fill = plan.dims[plan.row_dim], plan.fill_rows
-    with (tail_programs() if emulate else contextlib.nullcontext()) as state, \
+    with (tail_programs(whole_axis=WHOLE_AXIS, long_loop=LONG_LOOP) if emulate else contextlib.nullcontext()) as state, \
             intercept_allocations(_tail_server({rows: fill}, arena)):
         try:
             raw = subject.launcher(**inputs, **plan.scalars)
@@ -270,6 +342,9 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
                                f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
             return Finding("crash", "exception", f"{type(exc).__name__} on {plan.dims} {plan.dtype}: {exc}",
                            {"traceback": exception_text(exc)})
+    if getattr(state, "trimmed_loops", 0):
+        notes.append(f"persistent kernel: {state.trimmed_loops} loops of more than {state.long_loop} iterations "
+                     f"ran only their last {state.keep_iterations}")
     damage = arena.gap_damage()
     if damage is not None:
         return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
@@ -279,11 +354,20 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
         return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} {plan.dtype}; "
                        "the load was masked off)", {"address_error": str(read)})
     outputs = as_tuple(raw)
+    dtypes = {n: input_dtype(contract, plan, n) for n in contract.inputs}
+    if plan.reduced or any(isinstance(o, torch.Tensor) and (o.dim() == 0 or o.shape[0] != rows) for o in outputs):
+        # A full reduction (or one over the rows): the answer depends on every row.
+        if emulate:
+            notes.append("memory only: an output not split into rows (a reduction over the rows, or 0-d) was not "
+                         "compared, since only the last programs of the grid ran; every address they used was "
+                         "inside the tensors")
+            return "honoured"
+        found = judge.compare(inputs, plan.dims, dtypes, plan.scalars, outputs, where="whole ")
+        return found if found is not None else "honoured"
     written = fill
     for i, out in enumerate(outputs):
-        if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != rows:
-            return Finding("wrong", "bad-shape", f"output {i} has shape {getattr(out, 'shape', None)}, expected "
-                           f"{rows} rows")
+        if not isinstance(out, torch.Tensor):
+            return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
         holes = unwritten_elements(out[-fill:])
         # Emulated, only the last programs ran: a suffix of the rows is written.
         rows_written = _written_suffix(holes) if emulate else fill
@@ -293,9 +377,8 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
                            f"were never written (first hole at tail row {first}; an offset that wrapped "
                            "around 2^31 writes elsewhere)", {"unwritten": int(holes.sum())})
         written = min(written, rows_written)
-    tails = {n: v[-written:] for n, v in inputs.items()}
+    tails = {n: (v if n in plan.params else v[-written:]) for n, v in inputs.items()}
     dims = {**plan.dims, plan.row_dim: written}
-    dtypes = {n: plan.dtype for n in contract.inputs}
     found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(o[-written:] for o in outputs),
                           where=f"last {written} rows of ")
     return found if found is not None else "honoured"

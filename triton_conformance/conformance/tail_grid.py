@@ -8,18 +8,32 @@ all the others are skipped.  Triton's interpreter iterates over the grid in
 ``GridExecutor.__call__`` and sets each program id with
 ``interpreter_builder.set_grid_idx``; this module shrinks the grid the loop
 sees to a window at its end and shifts the ids by the window's offset.
+
+A *persistent* kernel launches a fixed grid (one program per SM) and loops
+``for row in range(pid, M, num_programs)``: its last programs would loop
+over nearly every row.  With ``long_loop``, a ``range`` (or ``tl.range``) of
+more than that many iterations runs only its last ``keep_iterations`` (the
+ones that reach the end of the tensors, where the filled tails are), and an
+axis of at most ``whole_axis`` programs runs whole, so that the programs
+sharing the last rows round-robin all run.  A loop that carries a sum over
+the skipped iterations computes a partial answer; the large-index cell
+compares such outputs only when they are split into rows.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TAIL_PROGRAMS", "OutOfBoundsAccess", "tail_programs"]
+__all__ = ["TAIL_PROGRAMS", "LONG_LOOP", "KEEP_ITERATIONS", "WHOLE_AXIS", "OutOfBoundsAccess", "tail_programs"]
 
 TAIL_PROGRAMS = 3  # programs run per grid axis
+LONG_LOOP = 4096  # a loop of more iterations walks the huge dim (every other dim is small in the example)
+KEEP_ITERATIONS = 8  # the iterations such a loop keeps: its last ones
+WHOLE_AXIS = 256  # an axis of at most this many programs runs whole (a persistent kernel's grid)
 
 
 class OutOfBoundsAccess(Exception):
@@ -46,6 +60,19 @@ class _Emulation:
     violation: OutOfBoundsAccess | None = None  # the first store outside (it stopped the launch)
     read_violation: OutOfBoundsAccess | None = None  # the first load outside (masked off; the launch went on)
     launches: int = 0
+    whole_axis: int = 0
+    long_loop: int = 0
+    keep_iterations: int = KEEP_ITERATIONS
+    trimmed_loops: int = 0  # loops that ran only their last iterations
+    active: bool = True
+
+    def range(self, start: Any, stop: Any = None, step: Any = None, **_: Any) -> range:
+        """``range`` / ``tl.range`` inside the kernel: a long loop keeps only its last iterations."""
+        r = builtins.range(start) if stop is None else builtins.range(start, stop, 1 if step is None else step)
+        if self.active and self.long_loop and len(r) > self.long_loop:
+            self.trimmed_loops += 1
+            return r[-self.keep_iterations:]
+        return r
 
     def outside(self, kind: str, ptrs: Any, mask: Any, itemsize: int):
         """Boolean array: which live (unmasked) addresses lie outside every tensor of the launch."""
@@ -70,8 +97,11 @@ class _Emulation:
 
 
 @contextlib.contextmanager
-def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
-    """While active, interpreted launches run only the last ``keep`` program ids along each grid axis.
+def tail_programs(keep: int = TAIL_PROGRAMS, *, whole_axis: int = 0, long_loop: int = 0,
+                  keep_iterations: int = KEEP_ITERATIONS) -> Iterator[_Emulation]:
+    """While active, interpreted launches run only the last ``keep`` program ids along each grid axis
+    (all of an axis of at most ``whole_axis`` programs; loops longer than ``long_loop``, if set,
+    run only their last ``keep_iterations``: see the module's docstring).
 
     ``tl.program_id`` and ``tl.num_programs`` still see the real grid, so the
     programs compute the offsets they would in the full launch.  Every load
@@ -81,6 +111,7 @@ def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
     :class:`OutOfBoundsAccess`, recorded as ``state.violation`` (the
     interpreter re-raises errors as its own).  Neither touches the address.
     """
+    import triton.language as tl
     from triton.runtime import interpreter
 
     executor = getattr(interpreter, "GridExecutor", None)
@@ -90,8 +121,9 @@ def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
     missing = [name for owner, name in needed if owner is None or not hasattr(owner, name)]
     if missing:
         raise NotImplementedError(f"tail_programs: this Triton's interpreter lacks {missing}")
-    state = _Emulation(keep=keep)
+    state = _Emulation(keep=keep, whole_axis=whole_axis, long_loop=long_loop, keep_iterations=keep_iterations)
     original_init, original_args = executor.__init__, executor._init_args_hst
+    original_call, original_patch = executor.__call__, interpreter._patch_lang
     set_idx, set_dim = builder.set_grid_idx, builder.set_grid_dim
     load, store = builder.create_masked_load, builder.create_masked_store
 
@@ -103,9 +135,10 @@ def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
             g = tuple(real(call_args) if callable(real) else real)
             g = g + (1,) * (3 - len(g))
             state.real_grid = g
-            state.offsets = tuple(n - min(keep, n) for n in g)
+            ran = tuple(n if n <= whole_axis else min(keep, n) for n in g)
+            state.offsets = tuple(n - r for n, r in zip(g, ran))
             state.launches += 1
-            return tuple(min(keep, n) for n in g)
+            return ran
 
         self.grid = window
 
@@ -134,14 +167,37 @@ def tail_programs(keep: int = TAIL_PROGRAMS) -> Iterator[_Emulation]:
             raise state.violation
         return store(ptrs, value, mask, cache_policy)
 
+    def patch_lang(fn):  # tl.range inside the kernel (the interpreter maps it to range)
+        scope = original_patch(fn)
+        for value in list(fn.__globals__.values()):
+            if value is tl or value is tl.core:
+                scope.set_attr(value, "range", state.range)
+        return scope
+
+    def call(self, *args, **kwargs):  # the builtin range inside the kernel, for this launch
+        names = self.fn.__globals__
+        had, old = "range" in names, names.get("range")
+        names["range"] = state.range
+        try:
+            return original_call(self, *args, **kwargs)
+        finally:
+            if had:
+                names["range"] = old
+            else:
+                names.pop("range", None)
+
     executor.__init__, executor._init_args_hst = init, init_args
+    if long_loop:
+        executor.__call__, interpreter._patch_lang = call, patch_lang
     builder.set_grid_dim = lambda nx, ny, nz: set_dim(*state.real_grid)
     builder.set_grid_idx = lambda x, y, z: set_idx(x + state.offsets[0], y + state.offsets[1], z + state.offsets[2])
     builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
     try:
         yield state
     finally:
+        state.active = False
         executor.__init__, executor._init_args_hst = original_init, original_args
+        executor.__call__, interpreter._patch_lang = original_call, original_patch
         for name in ("set_grid_idx", "set_grid_dim", "create_masked_load", "create_masked_store"):
             builder.__dict__.pop(name, None)  # back to the class's methods
 

@@ -100,9 +100,15 @@ class Tensor:
     shape: tuple[str, ...]
     dtypes: tuple[str, ...] = ("float32",)
     layouts: str = "contiguous"
+    # The shape:large-index cell: True, split into rows along the leading (huge) dim; False, a
+    # parameter broadcast over the rows (a weight, a bias), built whole; None: inferred (a
+    # parameter when the shape lacks the rows' dim).
+    rows: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", _shape_tuple("Tensor", self.shape))
+        if self.rows not in (None, True, False) or (self.rows is True and not self.shape):
+            raise _fail("Tensor", "rows", self.rows, "None (inferred), False, or True for a tensor of rank >= 1")
         object.__setattr__(self, "dtypes", _dtype_tuple("Tensor", self.dtypes))
         if self.layouts not in LAYOUT_CLAIMS:
             raise _fail("Tensor", "layouts", self.layouts, f"one of {LAYOUT_CLAIMS}")

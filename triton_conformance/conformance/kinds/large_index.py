@@ -32,11 +32,13 @@ class LargeIndexCell(CellKind):
     def run(self, context: CellContext, value: str) -> CellResult:
         subject, backend = context.subject, context.backend
         plan = large_index_plan(subject.contract)
+        notes: list[str] = []  # what the emulation could not check, or how it bounded the work
         try:
-            verdict = run_large_index_example(subject, backend, context.judge)
+            verdict = run_large_index_example(subject, backend, context.judge, notes=notes)
         except NotImplementedError as exc:  # an interpreter without the hooks the emulation needs
             return skipped(subject, context.cell, str(exc))
         where = "real tensors" if backend.on_device else "emulated: lazy tensors, last programs of the grid"
+        where = "; ".join([where] + notes)
         if isinstance(verdict, Finding):
             example = {"dims": plan.dims, "dtypes": {n: plan.dtype for n in subject.contract.inputs},
                        "scalars": plan.scalars, "compared_rows": plan.fill_rows}
@@ -48,5 +50,9 @@ class LargeIndexCell(CellKind):
         if backend.on_device:
             torch.cuda.empty_cache()  # give the 4 GiB tensors back to the other cells of this worker
         elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)
-        return cell_result(subject, context.cell, "honoured", f"{plan.dims} {plan.dtype} ({elements} elements, "
-                           f"{where}): the last rows match the oracle", examples=1)
+        memory_only = any(n.startswith("memory only") for n in notes)
+        checked = "no address outside the tensors" if memory_only else "the last rows match the oracle"
+        params = f", parameters {list(plan.params)} whole" if plan.params else ""
+        return cell_result(subject, context.cell, "honoured", f"{plan.dims} {plan.dtype} ({elements} elements"
+                           f"{params}, {where}): {checked}", examples=1,
+                           details={"value_compared": not memory_only, "notes": notes} if notes else {})

@@ -18,7 +18,7 @@ from triton_conformance import subject
 BUGS = [
     ("zoo_attention_masked_nan_rows", "mask:fully-masked", "wrong", "nan-mismatch"),
     ("zoo_attention_masked_dense_mask", "mask:broadcast", "unsafe", "poisoned-read"),
-    ("zoo_attention_naive_unchecked_n", "shape:beyond-range", "wrong", "accepted-out-of-contract"),
+    ("zoo_attention_naive_unchecked_n", "shape:beyond-range", "wrong", "mismatch"),
     ("zoo_attention_naive_exp2_without_log2e", "layout:contiguous", "wrong", "mismatch"),
 ]
 

@@ -11,11 +11,28 @@ The cut-offs count kernel runs, never seconds, so a derandomized profile
 reports the same failure on any machine: a search ends once the compile
 budget keeps discarding, or once the shrinker has spent the profile's
 ``shrink_calls`` after the first failure.
+
+Safety:
+
+- **Memory cap.**  An example's bytes are estimated from its spec
+  (:func:`example_bytes`: each input's storage span as laid out, and a factor
+  for its copies, the outputs and the oracle's float64 copies); one over the
+  cap (:func:`memory_cap`, default a quarter of the machine's memory,
+  ``RunConfig.memory_cap`` overrides) is discarded before it is built, like
+  the compile budget's discards, and a cell whose every draw is over it is
+  skipped saying so.
+- **A second finding.**  One failure per cell, but a cheap one (a crash on an
+  empty input) must not hide another bug at ordinary sizes: after the first
+  failure is shrunk, :func:`search` runs once more, with a smaller budget,
+  excluding the first finding's class (:func:`finding_class`: its outcome,
+  its kind and whether some dim is 0); the second is reported in the
+  result's details (``second_finding``) and message.
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -35,14 +52,17 @@ from triton_conformance.conformance.checks import (
 from triton_conformance.conformance.compiles import BudgetExhausted
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
+from triton_conformance.conformance.safety import MEMORY_FRACTION, example_bytes, finding_class, gib, memory_cap
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for
 
 __all__ = ["Violation", "SearchOutcome", "profile_settings", "search", "shrink", "assemble", "minimize_dims",
-           "counterexample", "MAX_DISCARDS"]
+           "counterexample", "MAX_DISCARDS", "example_bytes", "memory_cap", "finding_class", "second_search",
+           "MEMORY_FRACTION"]
 
 DISCARDED = "discarded"
+OVER_MEMORY = "over-memory"  # examples discarded as over the per-cell memory cap
 # Once a cell has discarded this many examples (plus three per example it ran) for
 # want of compile budget, its search ends: each discard builds inputs and starts a
 # launch (about 2 ms on an H200), and a cell whose kernels the budget never paid for
@@ -72,7 +92,7 @@ def profile_settings(config: RunConfig) -> settings:
     database = DirectoryBasedExampleDatabase(p.database) if p.database else None
     return settings(
         max_examples=config.examples,
-        derandomize=p.derandomize,
+        derandomize=False,  # a derandomized profile pins the seed instead (see search)
         database=database,
         deadline=None,
         report_multiple_bugs=False,
@@ -96,20 +116,31 @@ class SearchOutcome:
         return self.counts[DISCARDED]
 
     @property
+    def over_memory(self) -> int:
+        return self.counts[OVER_MEMORY]
+
+    @property
     def examples(self) -> int:
-        return sum(n for k, n in self.counts.items() if k != DISCARDED)
+        return sum(n for k, n in self.counts.items() if k not in (DISCARDED, OVER_MEMORY))
 
 
-def search(context: Any, strategy: Any, *, determinism: bool = False) -> SearchOutcome:
-    """Search ``strategy``'s specs for one that breaks ``context.subject``'s contract."""
+def search(context: Any, strategy: Any, *, determinism: bool = False, excluding: tuple | None = None,
+           max_examples: int | None = None, shrink_calls: int | None = None) -> SearchOutcome:
+    """Search ``strategy``'s specs for one that breaks ``context.subject``'s contract.
+
+    ``excluding``: a :func:`finding_class` that does not count as a failure (the
+    second search); with an ``"empty"`` class, specs with a 0 dim are not even run.
+    ``max_examples`` / ``shrink_calls``: instead of the profile's.
+    """
     subject, cell, observer = context.subject, context.cell, context.observer
     outcome = SearchOutcome()
     counts = outcome.counts
     # repr(spec) -> its violation, for Hypothesis's replays; the shrinker only tries
     # smaller specs, so the one added last is the best so far.
     failures: dict[str, Violation] = {}
-    shrink_calls = context.config.profile.shrink_calls
+    shrink_calls = context.config.profile.shrink_calls if shrink_calls is None else shrink_calls
     after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
+    cap = memory_cap(context.config)
 
     def probe(spec: Spec) -> None:
         key = repr(spec)
@@ -119,6 +150,11 @@ def search(context: Any, strategy: Any, *, determinism: bool = False) -> SearchO
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
         if counts[DISCARDED] >= MAX_DISCARDS + 3 * outcome.examples:
             raise _StopSearch  # the compile budget is spent on kernels this cell keeps asking for
+        if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in spec.dims.values()):
+            reject()  # the first finding was at an empty size: look elsewhere
+        if example_bytes(subject.contract, spec) > cap:
+            counts[OVER_MEMORY] += 1
+            reject()  # not run: it would need more memory than a cell may take
         observer.example_started(subject, cell, spec)
         if failures:
             after_failure[0] += 1
@@ -130,15 +166,26 @@ def search(context: Any, strategy: Any, *, determinism: bool = False) -> SearchO
             observer.example_finished(subject, cell, spec, DISCARDED, time.perf_counter() - started)
             reject()  # not a failure: the example needs a kernel the budget cannot pay for
         observer.example_finished(subject, cell, spec, verdict, time.perf_counter() - started)
+        if isinstance(verdict, Finding) and excluding is not None and finding_class(verdict, spec) == excluding:
+            counts["failed-as-first"] += 1  # the first finding's bug again
+            return
         if isinstance(verdict, Finding):
             counts["failed"] += 1
             failures[key] = Violation(verdict, spec)
             raise failures[key]
         counts[verdict] += 1
 
-    probe._hypothesis_internal_add_digest = f"{subject.name}::{cell}".encode()  # distinct database keys
-    test = profile_settings(context.config)(given(strategy)(probe))
-    if context.seed is not None and not context.config.profile.derandomize:
+    digest = f"{subject.name}::{cell}" + ("::second" if excluding is not None else "")
+    probe._hypothesis_internal_add_digest = digest.encode()  # distinct database keys
+    hypothesis_settings = profile_settings(context.config)
+    if max_examples is not None:
+        hypothesis_settings = settings(hypothesis_settings, max_examples=max_examples)
+    test = hypothesis_settings(given(strategy)(probe))
+    if context.config.profile.derandomize:
+        # Pinned by the cell's name, not by Hypothesis's derandomize digest, which hashes this
+        # module's source: the same draws on every machine and across changes of the engine's code.
+        test = hypothesis_seed(zlib.crc32(f"{subject.name}::{cell}".encode()))(test)
+    elif context.seed is not None:
         test = hypothesis_seed(context.seed)(test)
     try:
         test()
@@ -191,7 +238,10 @@ def _error_by_size(context: Any, spec: Spec, *, determinism: bool, points: int =
     sizes = sorted({d.min, spec.dims[sym] - 1, spec.dims[sym], top} |
                    {int(d.min + (top - d.min) * i / (points - 1)) for i in range(points)})
     series = []
+    cap = memory_cap(context.config)
     for n in (n for n in sizes if d.min <= n <= d.max):
+        if example_bytes(subject.contract, replace(spec, dims={**spec.dims, sym: n})) > cap:
+            continue  # the plot loses a point rather than the machine its memory
         try:
             verdict = run_example(subject, replace(spec, dims={**spec.dims, sym: n}), context.backend,
                                   context.judge, determinism=determinism)
@@ -206,7 +256,7 @@ def _error_by_size(context: Any, spec: Spec, *, determinism: bool, points: int =
 
 
 def shrink(context: Any, violation: Violation, *, keeps_class: Callable[[Spec, Spec], bool], minimize: bool,
-           determinism: bool) -> tuple[Spec, Finding, dict]:
+           determinism: bool, excluding: tuple | None = None) -> tuple[Spec, Finding, dict]:
     """The smallest spec that fails like ``violation`` does, its finding and details (with the error plot).
 
     ``keeps_class(candidate, original)``: whether a candidate still belongs to the
@@ -214,22 +264,29 @@ def shrink(context: Any, violation: Violation, *, keeps_class: Callable[[Spec, S
     """
     contract = context.subject.contract
     kind = expectation(contract, violation.spec).kind
+    cap = memory_cap(context.config)
 
     def fails(candidate: Spec) -> Finding | None:
         if expectation(contract, candidate).kind != kind or not keeps_class(candidate, violation.spec):
             return None  # stay on the same side of the contract, and in the cell's class
+        if example_bytes(contract, candidate) > cap:
+            return None
+        if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in candidate.dims.values()):
+            return None
         try:
             verdict = run_example(context.subject, candidate, context.backend, context.judge,
                                   determinism=determinism)
         except BudgetExhausted:
             return None  # a candidate the budget cannot compile does not count as failing
+        if isinstance(verdict, Finding) and excluding is not None and finding_class(verdict, candidate) == excluding:
+            return None  # shrank back into the first finding's bug
         return verdict if isinstance(verdict, Finding) else None
 
     spec, finding = violation.spec, violation.finding
     if minimize:
         spec, finding = minimize_dims(context.subject, spec, finding, fails)
     details = dict(finding.details)
-    if kind == "honour":
+    if kind == "honour" and excluding is None:
         sym, details["series"] = _error_by_size(context, spec, determinism=determinism)
         details["series_labels"] = {"x": f"{sym} (other dims as in the counterexample)", "y": "max abs error"}
     return spec, finding, details
@@ -245,23 +302,62 @@ def counterexample(subject: Any, spec: Spec) -> Counterexample:
     return Counterexample(spec.to_dict(), tensors)
 
 
-def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, dict] | None) -> CellResult:
-    """The cell's result from its search (and the shrunk failure, if there was one)."""
+def second_search(context: Any, strategy: Any, first: tuple[Spec, Finding, dict], *,
+                  keeps_class: Callable[[Spec, Spec], bool], minimize: bool, determinism: bool
+                  ) -> tuple[SearchOutcome, tuple[Spec, Finding, dict] | None]:
+    """Search once more, excluding the first finding's class, with half the profile's budgets.
+
+    Only a cell that failed runs it, so a passing cell costs nothing more.
+    """
+    spec, finding, _ = first
+    excluded = finding_class(finding, spec)
+    profile = context.config.profile
+    found = search(context, strategy, determinism=determinism, excluding=excluded,
+                   max_examples=max(2, context.config.examples // 2), shrink_calls=max(1, profile.shrink_calls // 2))
+    if found.failure is None:
+        return found, None
+    return found, shrink(context, found.failure, keeps_class=keeps_class, minimize=minimize,
+                         determinism=determinism, excluding=excluded)
+
+
+def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, dict] | None,
+             second: tuple[Spec, Finding, dict] | None = None, second_examples: int = 0) -> CellResult:
+    """The cell's result from its search (and the shrunk failure, if there was one; and the
+    second search's, in ``details["second_finding"]`` and the message)."""
     subject, cell = context.subject, context.cell
     counts, discarded, examples = outcome.counts, outcome.discarded, outcome.examples
     rejected = counts[EXAMPLE_REJECTED]
     if shrunk is not None:
         spec, finding, details = shrunk
-        return failed(subject, cell, finding, details=details, counterexample=counterexample(subject, spec),
+        message = finding.message
+        if second is not None:
+            spec2, finding2, details2 = second
+            details = {**details, "second_finding": {
+                "outcome": finding2.outcome, "kind": finding2.kind, "message": finding2.message,
+                "details": details2, "counterexample": counterexample(subject, spec2).to_dict(),
+                "reproducer": reproducer(subject, cell, spec2, finding2, context.backend)}}
+            message += (f" | and a second bug, outside this one's class ({finding2.outcome}/{finding2.kind} at "
+                        f"{spec2.dims}): {finding2.message}")
+        if outcome.over_memory:
+            details = {**details, "over_memory_discarded": outcome.over_memory}
+        return failed(subject, cell, finding, message=message, details=details,
+                      counterexample=counterexample(subject, spec),
                       reproducer=reproducer(subject, cell, spec, finding, context.backend),
-                      examples=examples, rejected_examples=rejected)
+                      examples=examples + second_examples, rejected_examples=rejected)
+    over = outcome.over_memory
+    cap = memory_cap(context.config)
+    if examples == 0 and over:
+        return skipped(subject, cell, f"every draw would need more than the per-cell memory cap ({gib(cap)}); "
+                       f"{over} discarded unrun", details={"over_memory_discarded": over})
     error = outcome.error
-    if isinstance(error, Unsatisfiable) and discarded:
-        error = None  # every example needed a kernel past the budget: nothing was wrong, little was run
+    if isinstance(error, Unsatisfiable) and (discarded or over):
+        error = None  # every example needed a kernel past the budget (or too much memory): nothing was wrong
     if error is not None:
         return cell_result(subject, cell, "crash", f"hypothesis could not search this cell: {error}",
                            finding="search-error")
     budget_details = {"compile_budget_discarded": discarded} if discarded else {}
+    if over:
+        budget_details["over_memory_discarded"] = over
     if examples == 0 and discarded:
         return skipped(subject, cell, f"the subject's compile budget ({context.compile_budget}) was used before "
                        f"this cell ran an example; {discarded} discarded", details=budget_details)
@@ -282,6 +378,8 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
         parts.append("all honoured")
     if discarded:
         parts.append(f"{discarded} discarded (compile budget {context.compile_budget} used)")
+    if over:
+        parts.append(f"{over} discarded unrun (over the memory cap, {gib(cap)})")
     outcome_name = "accepted" if accepted else "rejected" if refused else "honoured"
     return cell_result(subject, cell, outcome_name, ", ".join(parts), details=budget_details,
                        examples=examples, rejected_examples=refused)

@@ -84,6 +84,9 @@ class RunConfig:
     isolation: str = "process"
     max_examples: int | None = None
     compat: tuple[str, ...] | None = None  # the interpreter compatibility layer's shims (None: all of them)
+    # Most bytes one searched example may need (estimated from its spec): a fraction of the
+    # machine's physical memory if at most 1, else bytes; None: no cap.  Over it, examples are discarded.
+    memory_cap: float | None = 0.25
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
-from triton_conformance.conformance.search import assemble, search, shrink
+from triton_conformance.conformance.search import assemble, search, second_search, shrink
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES, Contract
 from triton_conformance.model.outcomes import CellResult
@@ -53,11 +53,17 @@ class SearchedKind(CellKind):
         strategy = self.strategy(context.subject.contract, value, backend=context.backend, config=context.config,
                                  palette=context.backend.compiles and context.compile_budget is not None)
         found = search(context, strategy, determinism=self.determinism)
-        shrunk = None
+        shrunk = second = None
+        second_examples = 0
+        keeps = lambda c, o: self.keeps_class(value, c, o)  # noqa: E731
         if found.failure is not None:
-            shrunk = shrink(context, found.failure, keeps_class=lambda c, o: self.keeps_class(value, c, o),
-                            minimize=self.minimizes(value), determinism=self.determinism)
-        return assemble(context, found, shrunk)
+            shrunk = shrink(context, found.failure, keeps_class=keeps, minimize=self.minimizes(value),
+                            determinism=self.determinism)
+            # A cheap failure (a crash on an empty input) must not hide another bug: search once more.
+            again, second = second_search(context, strategy, shrunk, keeps_class=keeps,
+                                          minimize=self.minimizes(value), determinism=self.determinism)
+            second_examples = again.examples
+        return assemble(context, found, shrunk, second, second_examples)
 
 
 def _classes(*pairs: tuple[str, str]) -> tuple[CellClass, ...]:
@@ -112,7 +118,8 @@ class ShapeCells(SearchedKind):
     dimension = Dimension("shape", "dims drawn this way", _classes(
         ("tiny", "every dim at most 3: where a grid or a tail block is degenerate"),
         ("non-pow2", "sizes 2^k +- 1 and primes, so every tail block is partial"),
-        ("beyond-block", "the widest dim past 4096, beyond what one tile of a row kernel holds"),
+        ("beyond-block", "the widest dim past 4096, beyond what one tile of a row kernel holds, or an outer dim "
+                         "past 4096 with the rest small (a long batch of short rows)"),
         ("empty", "a dim of size 0: the launcher must return an empty result or refuse"),
         ("beyond-range", "a dim outside the declared range: the launcher must refuse it"),
     ))
@@ -148,9 +155,16 @@ class ValueCells(SearchedKind):
         ("nan", "some elements NaN"),
         ("denormal", "half the elements subnormal"),
         ("ties", "small integers, so sums and maxima tie exactly"),
+        ("extreme", "inputs that declare a value_range filled out to its ends; some rows all at one end"),
     ))
 
+    def values(self, contract: Contract) -> tuple[str, ...]:
+        # "extreme" is never claimed: it is a cell of every subject with a declared value_range.
+        return tuple(c.value for c in self.dimension.classes if c.value != "extreme" or contract.ranged)
+
     def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+        if value == "extreme":
+            return None if contract.ranged else "no input declares a value_range"
         return None if value in contract.values else f"value class {value!r} not claimed"
 
     def spec_options(self, value: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import torch
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.judge import Judge, OracleError, exception_text, rejection
+from triton_conformance.conformance.launching import launch, outputs_of
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
 from triton_conformance.model.outcomes import Finding, worst
 from triton_conformance.model.spec import Spec
@@ -42,6 +43,7 @@ class _Call:
     error: BaseException | None
     allocations: list
     raw: Any = None
+    before: dict[str, torch.Tensor] | None = None  # the in-place inputs' contents before the call
 
     def holes(self, i: int) -> torch.Tensor | None:
         """Poison left in output ``i``, or None if the suite did not allocate it."""
@@ -53,22 +55,32 @@ class _Call:
 
 
 def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Backend, variant: int = 0) -> _Call:
+    # The oracle judges an in-place input's final contents from what it held before the call.
+    before = {n: built.views[n].clone() for n in subject.contract.inplace}
     with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations:
         try:
-            raw = subject.launcher(**built.views, **spec.scalars)
+            # A torch-seeded stochastic subject gets the example's seed, the same for every call of it.
+            raw = launch(subject, built.views, spec.scalars, seed=spec.seed)
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
-            return _Call(None, exc, allocations)
+            return _Call(None, exc, allocations, before=before)
     backend.synchronize()
-    outputs = raw if isinstance(raw, (tuple, list)) else (raw,)
-    return _Call(tuple(outputs), None, allocations, raw)
+    return _Call(outputs_of(subject, raw, built.views), None, allocations, raw, before)
 
 
-def _memory_findings(built: BuiltInputs, call: _Call, second: _Call | None) -> list[Finding]:
+def _memory_findings(built: BuiltInputs, call: _Call, second: _Call | None,
+                     inplace: tuple[str, ...] = ()) -> list[Finding]:
     findings = []
-    mutated = built.mutated()
-    if mutated:
-        findings.append(Finding("unsafe", "mutated-input", f"input storage changed by the call: {mutated}",
-                                {"inputs": mutated}))
+    mutated = built.mutated(inplace)
+    undeclared = [n for n in mutated if n not in inplace]
+    if undeclared:
+        declared = f" (declared in place: {list(inplace)})" if inplace else ""
+        findings.append(Finding("unsafe", "mutated-input", f"input storage changed by the call: {undeclared}"
+                                f"{declared}", {"inputs": undeclared}))
+    around = [n for n in mutated if n in inplace]
+    if around:
+        findings.append(Finding(
+            "unsafe", "oob-write", f"wrote outside the elements of in-place input(s) {around}: their gaps, padding, "
+            "storage offset or guard band changed", {"inputs": around}))
     for alloc in call.allocations:
         damage = alloc.guard_damage()
         if damage:
@@ -161,9 +173,10 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
         if second.error is not None:
             findings.append(Finding("crash", "exception", f"second call raised {second.error!r}",
                                     {"traceback": exception_text(second.error)}))
-    findings += _memory_findings(built, call, second)
+    findings += _memory_findings(built, call, second, contract.inplace)
     try:
-        wrong = judge.compare(built.views, spec.dims, spec.dtypes, spec.scalars, call.outputs)
+        wrong = judge.compare({**built.views, **(call.before or {})}, spec.dims, spec.dtypes, spec.scalars,
+                              call.outputs)
     except OracleError:
         if not outside:
             raise

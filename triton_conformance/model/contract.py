@@ -217,6 +217,9 @@ class Contract:
     # the right one, fails the cell (accepted-out-of-contract), and so does a refusal
     # without a message or from inside triton.  Off: refusing and answering right both pass.
     strict: bool = False
+    # Inputs the launcher writes into: they may change, and their contents after the
+    # call are judged as outputs (after the returned ones) against the oracle's.
+    inplace: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -265,11 +268,21 @@ class Contract:
             raise _fail(owner, "max_elements", self.max_elements, "a positive int or None")
         if sum(1 for s in self.inputs.values() if s.is_mask) > 1:
             raise _fail(owner, "inputs", list(self.inputs), "at most one Mask input")
+        self._check_inplace()
         self._check_callable("oracle", self.oracle)
         if self.model is not None:
             self._check_model()
         if self.error_scale is not None:
             self._check_callable("error_scale", self.error_scale)
+
+    def _check_inplace(self) -> None:
+        inplace = (self.inplace,) if isinstance(self.inplace, str) else tuple(self.inplace)
+        for name in inplace:
+            if name not in self.inputs or self.inputs[name].is_mask:
+                raise _fail("Contract", "inplace", name, f"names of Tensor inputs from {self.tensor_names}")
+        if len(set(inplace)) != len(inplace):
+            raise _fail("Contract", "inplace", inplace, "each input named once")
+        object.__setattr__(self, "inplace", inplace)
 
     def _check_model(self) -> None:
         from triton_conformance.model.stochastic import StochasticModel
@@ -280,7 +293,7 @@ class Contract:
             if name not in self.scalars:
                 raise _fail("Contract", "model", self.model.describe(),
                             f"its argument {name!r} declared in scalars={sorted(self.scalars)}")
-        if self.scalars[self.model.seed].kind != "int":
+        if self.model.seed is not None and self.scalars[self.model.seed].kind != "int":
             raise _fail("Contract", f"scalars[{self.model.seed!r}]", self.scalars[self.model.seed],
                         "an int Scalar for the model's seed")
 

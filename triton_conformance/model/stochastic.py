@@ -18,10 +18,12 @@ from typing import Any, Mapping
 
 from triton_conformance.errors import InvalidContract
 
-__all__ = ["Events", "StochasticModel", "Dropout", "StochasticRounding", "DEFAULT_ALPHA"]
+__all__ = ["Events", "StochasticModel", "Dropout", "StochasticRounding", "DEFAULT_ALPHA", "TORCH_SEED_RANGE"]
 
 # The false-positive rate of one whole run of a subject's statistical checks.
 DEFAULT_ALPHA = 1e-6
+# The seeds drawn for a model with seed=None (passed to torch.manual_seed).
+TORCH_SEED_RANGE = (0, 2**31 - 1)
 
 
 @dataclass
@@ -51,7 +53,10 @@ class Events:
 class StochasticModel:
     """Base class of output models; subclasses implement :meth:`classify` and :meth:`probability`.
 
-    - ``seed``: name of the launcher's seed argument (a declared int scalar).
+    - ``seed``: name of the launcher's seed argument (a declared int scalar), or None
+      for a launcher seeded through ``torch.manual_seed``: the harness calls
+      ``torch.manual_seed(seed)`` before each launch, with a seed it draws from
+      ``TORCH_SEED_RANGE``.
     - ``offset``: name of its offset argument into the random stream, if any.
     - ``probabilities``: name -> the values at which rates are tested, for each
       probability argument (a declared float scalar).
@@ -59,7 +64,7 @@ class StochasticModel:
       subject's statistical checks; each check gets a Bonferroni share of it.
     """
 
-    seed: str = "seed"
+    seed: str | None = "seed"
     offset: str | None = None
     probabilities: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     alpha: float = DEFAULT_ALPHA
@@ -68,10 +73,11 @@ class StochasticModel:
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
-        for name in ("seed",) + (("offset",) if self.offset is not None else ()):
+        for name in (("seed",) if self.seed is not None else ()) + (("offset",) if self.offset is not None else ()):
             value = getattr(self, name)
             if not (isinstance(value, str) and value.isidentifier()):
-                raise InvalidContract(f"{owner}: {name}={value!r}, expected the name of a launcher argument")
+                raise InvalidContract(f"{owner}: {name}={value!r}, expected the name of a launcher argument"
+                                  + (" (or None: seeded through torch.manual_seed)" if name == "seed" else ""))
         if not (isinstance(self.alpha, float) and 0 < self.alpha < 1):
             raise InvalidContract(f"{owner}: alpha={self.alpha!r}, expected a float in (0, 1), e.g. 1e-6")
         probabilities = dict(self.probabilities)
@@ -84,7 +90,8 @@ class StochasticModel:
 
     def scalar_names(self) -> tuple[str, ...]:
         """The launcher arguments the model refers to; the contract must declare each as a scalar."""
-        return (self.seed,) + ((self.offset,) if self.offset else ()) + tuple(self.probabilities)
+        seed = (self.seed,) if self.seed is not None else ()
+        return seed + ((self.offset,) if self.offset else ()) + tuple(self.probabilities)
 
     @property
     def probability_name(self) -> str | None:

@@ -26,6 +26,7 @@ from triton_conformance.model.contract import (
     Tolerance,
     check_accepts,
 )
+from triton_conformance.model.launchers import function_launcher, is_module_instance, launcher_form, module_launcher
 from triton_conformance.model.performance import check_performance
 
 __all__ = ["Subject", "subject", "register", "registry", "get_subject", "load_modules", "ImportFailure",
@@ -44,6 +45,10 @@ class Subject:
     contract: Contract
     module: str  # importable module that declares it (for worker processes and reproducers)
     xfail: str | None = None  # a known-buggy subject: failing cells are expected
+    # How the declared object is called: "function" (the launcher itself), "autograd.Function"
+    # (``apply``) or "nn.Module"; ``target`` is that object (``launcher`` then wraps it).
+    form: str = "function"
+    target: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.launcher(*args, **kwargs)
@@ -106,6 +111,7 @@ def _as_contract(
     performance: Any = None,
     dot_precision: str | None = None,
     strict: bool = False,
+    inplace: Iterable[str] = (),
 ) -> Contract:
     if oracle is None and model is None:
         raise InvalidContract("subject: oracle=None, expected a torch function evaluated on float64 inputs")
@@ -125,10 +131,31 @@ def _as_contract(
         performance=performance,
         dot_precision=dot_precision,
         strict=strict,
+        inplace=(inplace,) if isinstance(inplace, str) else tuple(inplace),
     )
     check_performance(contract)
-    check_accepts("subject: launcher", launcher, list(contract.inputs) + list(contract.scalars))
     return contract
+
+
+def _launcher_for(launcher: Any, contract: Contract, parameters: Mapping[str, str] | None) -> tuple[Any, str]:
+    """The keyword callable every cell calls, and the declared object's form."""
+    names = list(contract.inputs) + list(contract.scalars)
+    form = launcher_form(launcher, parameters)
+    if parameters is not None and not isinstance(parameters, Mapping):
+        raise InvalidContract(f"register: parameters={parameters!r}, expected a mapping of input name -> "
+                              "the module's parameter name, e.g. {'weight': 'weight'}")
+    if form == "autograd.Function":
+        if parameters is not None:
+            raise InvalidContract(f"register: parameters={dict(parameters)!r} with an autograd.Function "
+                                  f"{launcher.__qualname__}, expected parameters= only for an nn.Module")
+        return function_launcher(launcher, names), form
+    if form == "nn.Module":
+        return module_launcher(launcher, names, contract.inputs, contract.dims, contract.scalars, parameters), form
+    if not callable(launcher):
+        raise InvalidContract(f"register: launcher={launcher!r}, expected a callable, an autograd.Function "
+                              "subclass or an nn.Module")
+    check_accepts("subject: launcher", launcher, names)
+    return launcher, form
 
 
 def register(
@@ -153,6 +180,8 @@ def register(
     strict: bool = False,
     xfail: str | None = None,
     module: str | None = None,
+    inplace: Iterable[str] = (),
+    parameters: Mapping[str, str] | None = None,
 ) -> Subject:
     """Declare ``launcher`` as a subject and return it.
 
@@ -176,25 +205,38 @@ def register(
     - ``strict``: inputs outside the claims must be refused, with a message; by default
       refusing them and computing them right both pass (wrong numbers never do).
     - ``xfail``: reason this subject is known to be buggy (its failures are expected).
+    - ``inplace``: inputs the launcher writes into (``("out",)``): they may change, and their
+      contents after the call are judged as outputs, after the returned ones (less None and
+      less a returned in-place input itself); the oracle returns them in that order.
+
+    The launcher may also be a ``torch.autograd.Function`` subclass: ``apply`` gets the
+    declared inputs and scalars by position, each at its name's place among ``forward``'s
+    parameters after ``ctx``.  Or an ``nn.Module``: an instance is called with them by
+    keyword; with ``parameters={"weight": "weight"}`` (input -> the module's parameter),
+    the drawn tensors replace those parameters before each call, and the launcher may
+    instead be a factory (or the module class) built per launch from the dims and
+    scalars its signature names: ``register(lambda N: RMSNorm(N), parameters=...)``.
     """
     if not callable(launcher):
-        raise InvalidContract(f"register: launcher={launcher!r}, expected a callable")
-    name = name or getattr(launcher, "__name__", None)
+        raise InvalidContract(f"register: launcher={launcher!r}, expected a callable, an autograd.Function "
+                              f"subclass or an nn.Module (subject {name!r})")
+    name = name or (type(launcher).__name__ if is_module_instance(launcher) else getattr(launcher, "__name__", None))
     module = module or _caller_module(launcher)
-    if not isinstance(name, str) or not name or any(c in name for c in "[]:/ "):
-        raise InvalidContract(f"register: name={name!r}, expected a non-empty name without []:/ or spaces "
-                              f"(in module {module!r})")
+    if not isinstance(name, str) or not name or any(c in name for c in "[]:/ <>"):
+        raise InvalidContract(f"register: name={name!r}, expected a non-empty name without []:/<> or spaces "
+                              f"(in module {module!r}; a lambda needs name=)")
     try:
         contract = _as_contract(
             launcher, inputs=inputs, dims=dims, oracle=oracle, scalars=scalars,
             deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
             accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
-            performance=performance, dot_precision=dot_precision, strict=strict,
+            performance=performance, dot_precision=dot_precision, strict=strict, inplace=inplace,
         )
+        call, form = _launcher_for(launcher, contract, parameters)
     except InvalidContract as exc:
         raise _declared(exc, name, module) from None
-    return registry.add(Subject(name=name, family=family or name, launcher=launcher,
-                                contract=contract, module=module, xfail=xfail))
+    return registry.add(Subject(name=name, family=family or name, launcher=call, contract=contract,
+                                module=module, xfail=xfail, form=form, target=launcher))
 
 
 def subject(*args: Any, **declaration: Any) -> Callable[[Callable[..., Any]], Subject]:

@@ -63,7 +63,7 @@ def _edges(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
         inputs = exp.inputs(dims)
         if not admits(exp.contract, q):
             try:
-                exp.subject.launcher(**inputs, **params)
+                exp.call(inputs, params)
             except Exception as exc:  # noqa: BLE001 - any exception is judged
                 if not clean_rejection(exc):
                     raise DesignFailure("unclean-rejection", f"{name}={q:g} is outside the contract and raised "
@@ -111,8 +111,7 @@ def _agreement(a, b, description: str, shift: int = 0) -> StatResult:
 def _seeds(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
     q = middle_level(exp.contract)
     seed = exp.fresh_seed()
-    seed_range = exp.contract.scalars[exp.model.seed]
-    nearby = seed + 1 if seed + 1 <= seed_range.high else seed - 1
+    nearby = seed + 1 if seed + 1 <= exp.seed_range()[1] else seed - 1
     dims = exp.dims(math.ceil(plan.agreement_pairs * 1.05))
     inputs = exp.inputs(dims, positive=1.0)
     base = exp.launch(inputs, exp.params(q, seed))
@@ -121,7 +120,7 @@ def _seeds(exp: Experiment, plan: Plan, tests: list, series: list) -> None:
     for d in (base, near, far):
         require_valid(d)
     tests.append(_agreement(base, near, f"agreement of the masks of seeds {seed} and {nearby}"))
-    tests.append(_agreement(base, far, f"agreement of the masks of seeds {seed} and {far.params[exp.model.seed]}"))
+    tests.append(_agreement(base, far, f"agreement of the masks of seeds {seed} and {far.params[exp.seed_key]}"))
     tests.append(_agreement(base, near, f"agreement of seed {seed}'s mask with seed {nearby}'s shifted by one", 1))
 
 

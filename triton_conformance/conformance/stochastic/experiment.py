@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
+from triton_conformance.conformance.launching import TORCH_SEED, launch, launcher_scalars
 from triton_conformance.conformance.stochastic.plan import POSITIVE_FRACTION, ROW_WIDTH
+from triton_conformance.model.stochastic import TORCH_SEED_RANGE
 from triton_conformance.oracles.statistics import StatResult, binomial_test, count_normal_test
 from triton_conformance.oracles.tolerance import default_bound
 from triton_conformance.strategies._internal.tensors import torch_dtype
@@ -38,10 +40,24 @@ class Experiment:
         testable = [d for d in claimed if d not in backend.untestable]
         self.dtype = torch_dtype("float32" if "float32" in testable else (testable or claimed)[0])
 
-    def fresh_seed(self) -> int:
-        s = self.contract.scalars[self.model.seed]
+    @property
+    def seed_key(self) -> str:
+        """The launch parameter carrying the seed: the seed scalar, or torch.manual_seed's."""
+        return self.model.seed if self.model.seed is not None else TORCH_SEED
 
-        return int(torch.randint(int(s.low), int(s.high) + 1, (1,), generator=self.generator))
+    def seed_range(self) -> tuple[int, int]:
+        if self.model.seed is None:
+            return TORCH_SEED_RANGE
+        s = self.contract.scalars[self.model.seed]
+        return int(s.low), int(s.high)
+
+    def fresh_seed(self) -> int:
+        low, high = self.seed_range()
+        return int(torch.randint(low, high + 1, (1,), generator=self.generator))
+
+    def call(self, inputs, params):
+        """The launcher on ``inputs`` with ``params`` (torch seeded first for a torch-seeded subject)."""
+        return launch(self.subject, inputs, params)
 
     def dims(self, elements: int) -> dict[str, int]:
         """Dims giving about ``elements`` elements in rows of ROW_WIDTH, within the contract's ranges."""
@@ -72,7 +88,7 @@ class Experiment:
         probe = {n: -torch.linspace(0.5, 2.0, 16, dtype=torch.float64).reshape(*([1] * (len(c.inputs[n].shape) - 1)),
                                                                                  16)
                  for n in c.tensor_names}
-        ref = c.oracle(**probe, **self.params(0.5, 0))
+        ref = c.oracle(**probe, **launcher_scalars(self.params(0.5, 0)))
         ref = ref[0] if isinstance(ref, (tuple, list)) else ref
         return bool((ref != 0).all())
 
@@ -82,7 +98,7 @@ class Experiment:
             params[name] = int(s.low) if s.kind == "int" else (s.low + s.high) / 2
         if self.model.probability_name is not None:
             params[self.model.probability_name] = probability
-        params[self.model.seed] = seed
+        params[self.seed_key] = seed
         if self.model.offset:
             params[self.model.offset] = 0
         return params
@@ -96,12 +112,12 @@ class Experiment:
         self.last = {"shapes": {n: list(t.shape) for n, t in inputs.items()}, "params": dict(params),
                      "dtype": str(self.dtype).replace("torch.", "")}
         self.elements += sum(t.numel() for t in inputs.values())
-        out = self.subject.launcher(**inputs, **params)
+        out = self.call(inputs, params)
         out = out[0] if isinstance(out, (tuple, list)) else out
         if self.backend.device != "cpu":
             torch.cuda.synchronize()
         as64 = {n: t.detach().cpu().to(torch.float64) for n, t in inputs.items()}
-        ref = self.contract.oracle(**as64, **params)
+        ref = self.contract.oracle(**as64, **launcher_scalars(params))
         ref = (ref[0] if isinstance(ref, (tuple, list)) else ref).to(torch.float64)
         out = out.detach().cpu()
         if tuple(out.shape) != tuple(ref.shape):

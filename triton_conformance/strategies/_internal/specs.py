@@ -140,7 +140,8 @@ def _layouts(draw, contract: Contract, layout_class: str | None, mask_class: str
     ranks = {n: len(s.shape) for n, s in contract.inputs.items()}
     out: dict[str, Layout] = {}
     if layout_class in LAYOUT_CLASSES and layout_class != "contiguous":
-        eligible = [n for n in contract.inputs if layout_applies(layout_class, ranks[n])]
+        eligible = [n for n in contract.inputs if layout_applies(layout_class, ranks[n])
+                    and not (layout_class == "broadcast" and n in contract.inplace)]  # a written input: no stride 0
         chosen = draw(st.lists(st.sampled_from(eligible), min_size=1, unique=True)) if eligible else []
         for n in chosen:
             out[n] = draw(layouts(layout_class, ranks[n]))
@@ -148,7 +149,8 @@ def _layouts(draw, contract: Contract, layout_class: str | None, mask_class: str
         for n, spec in contract.inputs.items():
             if layout_class == "memory" and spec.layouts == "contiguous":
                 continue
-            kind = draw(st.sampled_from([k for k in LAYOUT_CLASSES if layout_applies(k, ranks[n])]))
+            kind = draw(st.sampled_from([k for k in LAYOUT_CLASSES if layout_applies(k, ranks[n])
+                                         and not (k == "broadcast" and n in contract.inplace)]))
             out[n] = draw(layouts(kind, ranks[n]))
     mask = contract.mask_name
     if mask_class == "broadcast" and mask is not None and ranks[mask] >= 2:

@@ -48,9 +48,22 @@ class BuiltInputs:
     buffers: dict[str, torch.Tensor]
     snapshots: dict[str, torch.Tensor]
 
-    def mutated(self) -> list[str]:
-        """Inputs whose storage (elements, gaps or guard band) changed since building."""
-        return [n for n, b in self.buffers.items() if not torch.equal(_bytes_of(b), self.snapshots[n])]
+    def mutated(self, inplace: tuple[str, ...] = ()) -> list[str]:
+        """Inputs whose storage (elements, gaps or guard band) changed since building;
+        for an ``inplace`` input, only the storage around its elements counts."""
+        return [n for n, b in self.buffers.items()
+                if not torch.equal(_bytes_of(b)[self._around(n)] if n in inplace else _bytes_of(b),
+                                   self.snapshots[n][self._around(n)] if n in inplace else self.snapshots[n])]
+
+    def _around(self, name: str) -> torch.Tensor:
+        """Boolean over input ``name``'s buffer bytes: True outside its view's elements."""
+        buffer, view = self.buffers[name], self.views[name]
+        outside = torch.ones(buffer.numel(), dtype=torch.bool, device=buffer.device)
+        if view.numel():
+            at = torch.arange(buffer.numel(), device=buffer.device).as_strided(
+                view.shape, view.stride(), view.storage_offset())
+            outside[at.reshape(-1)] = False
+        return outside.repeat_interleave(buffer.element_size())
 
     def as_float64(self) -> dict[str, torch.Tensor]:
         return {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in self.views.items()}

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from triton_conformance.options import HELP_CELL, HELP_FRESH, OPTIONS, add_conformance_options
+from triton_conformance.options import HELP_CELL, HELP_FRESH, OPTIONS, add_conformance_options, key
 
 __all__ = ["main"]
 
@@ -130,7 +130,7 @@ def _plugin_installed() -> bool:
 def _pytest_argv(args: argparse.Namespace, *, xdist: bool) -> list[str]:
     argv = ["--conformance-only"]
     for name, *_ in OPTIONS:
-        value = getattr(args, f"conformance_{name}")
+        value = getattr(args, f"conformance_{key(name)}")
         if value is not None:
             argv.append(f"--conformance-{name}={value}")
     if args.fresh:
@@ -159,7 +159,20 @@ def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
     return int(code)
 
 
+def _check_shard(command: str, args: argparse.Namespace) -> None:
+    """A bad --shard is a one-line usage error here, before pytest starts (SystemExit 2)."""
+    from triton_conformance.errors import ConformanceUsageError
+    from triton_conformance.plugin.shards import parse_shard
+
+    try:
+        parse_shard(args.conformance_shard, "--shard")
+    except ConformanceUsageError as exc:
+        print(f"triton-conformance {command}: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
 def _run(args: argparse.Namespace) -> int:
+    _check_shard("run", args)
     baseline = _read("run", args.baseline) if args.baseline else None
     return _pytest("run", _pytest_argv(args, xdist=args.workers not in (None, "0", "1")), baseline)
 
@@ -169,6 +182,7 @@ def _nightly(args: argparse.Namespace) -> int:
     from triton_conformance.workers.gpus import visible_gpus
     from triton_conformance.errors import ConformanceUsageError
 
+    _check_shard("nightly", args)
     baseline = _read("nightly", args.baseline) if args.baseline else None
     if args.conformance_isolation == "none":
         print("triton-conformance nightly: --isolation=none cannot survive a crashing kernel; "

@@ -10,7 +10,7 @@ import os
 from typing import Any, Callable
 
 __all__ = ["OPTIONS", "BARE", "DEFAULT_TEXT", "HELP_ENABLE", "HELP_FRESH", "HELP_CELL", "add_conformance_options",
-           "help_for", "resolve"]
+           "help_for", "key", "resolve"]
 
 # name, default, choices, help (the help never states the default: help_for() adds it, once)
 OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
@@ -28,18 +28,29 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
     ("sanitizer", "off", ("off", "memcheck"),
      "run each cell's worker under compute-sanitizer (memcheck; CUDA only, slow); the bare flag means memcheck"),
     ("compat", "all", None,
-     "shims of the interpreter compatibility layer: all (default), none, or a comma-separated list of names"),
+     "shims of the interpreter compatibility layer: all, none, or a comma-separated list of names"),
     ("compiles", None, None,
      "most new Triton specializations each subject may compile on CUDA; examples needing more are discarded "
      "and counted (0: no limit)"),
+    ("shard", None, None,
+     "run only shard K of N (K/N, 1 <= K <= N): a stable split of the subjects, each subject's cells together; "
+     "the other shards' cells are deselected"),
+    ("shard-durations", None, None,
+     "balance --conformance-shard by the cell durations in this earlier results JSON (the bare flag: the "
+     "results file there now); every shard must be given the same file"),
+    ("device-label", None, None,
+     "this run's device as a cross-device matrix names it (interpreter, H200, ...)"),
 )
 # Options that may be given bare: the flag alone means this value.
-BARE = {"sanitizer": "memcheck"}
+BARE = {"sanitizer": "memcheck", "shard-durations": "results"}
 # What an option without a fixed default does when it is not given.
 DEFAULT_TEXT = {
     "seed": "fresh each run, printed",
     "gpus": "every visible GPU with --conformance-device=cuda, else none",
     "compiles": "the profile's: 16 for nightly, no limit otherwise",
+    "shard": "the whole battery",
+    "shard-durations": "none: balanced by cell counts",
+    "device-label": "interpreter, or the GPU's name on cuda",
 }
 
 HELP_ENABLE = "run the conformance battery over the declared subjects"
@@ -47,6 +58,11 @@ HELP_FRESH = ("write a new results file instead of merging this run's cells into
               "(a partial run merges by default, so nothing already computed is lost)")
 HELP_CELL = ("run only this cell, as the terminal names it: subject[cell] (or a whole subject); "
              "may be repeated")
+
+
+def key(name: str) -> str:
+    """An option's name as a dest, ini and environment name: ``shard-durations`` -> ``shard_durations``."""
+    return name.replace("-", "_")
 
 
 def help_for(name: str, defaults: dict[str, str] | None = None) -> str:
@@ -66,7 +82,7 @@ def add_conformance_options(addoption: Callable[..., Any], addini: Callable[...,
     """
     defaults = defaults or {}
     for name, default, choices, help_text in OPTIONS:
-        kwargs: dict[str, Any] = {"dest": f"conformance_{name}", "default": defaults.get(name),
+        kwargs: dict[str, Any] = {"dest": f"conformance_{key(name)}", "default": defaults.get(name),
                                   "help": help_for(name, defaults)}
         if choices:
             kwargs["choices"] = choices
@@ -74,17 +90,18 @@ def add_conformance_options(addoption: Callable[..., Any], addini: Callable[...,
             kwargs.update(nargs="?", const=BARE[name])
         addoption(f"{prefix}{name}", **kwargs)
         if addini is not None:
-            addini(f"conformance_{name}", help=help_for(name), default=default)
+            addini(f"conformance_{key(name)}", help=help_for(name), default=default)
 
 
 def resolve(name: str, cli_value: str | None, ini_value: str | None) -> tuple[str | None, str]:
     """The value of option ``name`` and where it came from (for error messages)."""
     if cli_value is not None:
         return cli_value, f"--conformance-{name}"
-    env = os.environ.get(f"CONFORMANCE_{name.upper()}")
+    variable = f"CONFORMANCE_{key(name).upper()}"
+    env = os.environ.get(variable)
     if env:
-        return env, f"CONFORMANCE_{name.upper()} environment variable"
+        return env, f"{variable} environment variable"
     default = next(d for n, d, _, _ in OPTIONS if n == name)
     if ini_value not in (None, "", default):  # the ini option's own default is the default, not the ini file
-        return ini_value, f"conformance_{name} ini option"
+        return ini_value, f"conformance_{key(name)} ini option"
     return default, "default"

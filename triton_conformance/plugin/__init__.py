@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
-from triton_conformance.options import HELP_CELL, HELP_ENABLE, HELP_FRESH, add_conformance_options, resolve
+from triton_conformance.options import HELP_CELL, HELP_ENABLE, HELP_FRESH, add_conformance_options, key, resolve
 
 _SESSION = pytest.StashKey["object"]()
 _GPUS = pytest.StashKey["list"]()
@@ -50,7 +50,7 @@ def _enabled(config: pytest.Config) -> bool:
 
 
 def _option(config: pytest.Config, name: str) -> tuple[str | None, str]:
-    return resolve(name, config.getoption(f"conformance_{name}"), config.getini(f"conformance_{name}"))
+    return resolve(name, config.getoption(f"conformance_{key(name)}"), config.getini(f"conformance_{key(name)}"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -169,6 +169,21 @@ def _check_cuda(where: str) -> None:
                                     f"({build}) sees none{shown}; expected a machine with a GPU, or {hint}")
 
 
+def _shard(config: pytest.Config, results: str, controller: bool):  # noqa: ANN202
+    """(shard or None, durations or None, what balances it) from --conformance-shard and -shard-durations."""
+    from triton_conformance.plugin.shards import parse_shard, read_durations
+
+    shard = parse_shard(*_option(config, "shard"))
+    path, where = _option(config, "shard-durations")
+    if shard is None or not path or not controller:  # workers get the controller's plan (pytest_configure_node)
+        return shard, None, "cells"
+    if path == "results":  # the bare flag: the results file there now, if there is one
+        if not os.path.exists(results):
+            return shard, None, "cells (no results file to take durations from)"
+        path = results
+    return shard, read_durations(path, where), f"durations in {path}"
+
+
 def _fresh(config: pytest.Config) -> bool:
     flag = config.getoption("conformance_fresh")
     return bool(flag) if flag is not None else bool(config.getini("conformance_fresh"))
@@ -211,6 +226,8 @@ def pytest_configure(config: pytest.Config) -> None:
                             where="--conformance-results" if results_where == "default" else results_where)
         session = ConformanceSession(config, run=run, results_path=results, fresh=fresh,
                                      cells=config.getoption("conformance_cell"))
+        session.shard, session.durations, session.balance = _shard(config, results, controller)
+        session.device_label = _option(config, "device-label")[0]
         session.load_subjects()
         session.check_selection()
     except (ConformanceUsageError, InvalidContract) as exc:

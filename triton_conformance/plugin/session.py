@@ -28,6 +28,25 @@ __all__ = ["ConformanceSession"]
 RERUN_LINES = 20  # re-run commands printed at most
 
 
+def _gpu_name() -> str | None:
+    """The first visible GPU's name as nvidia-smi gives it, without ``NVIDIA `` (``H200``); None if unknown."""
+    import os
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    visible = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0].strip()
+    argv = [smi, "--query-gpu=name", "--format=csv,noheader"] + (["-i", visible] if visible else [])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    return names[0].strip().removeprefix("NVIDIA ").strip() or None if names else None
+
+
 class ConformanceSession:
     """A run's state: its :class:`RunConfig`, the subjects, the executor and the results as they arrive."""
 
@@ -51,6 +70,11 @@ class ConformanceSession:
         self.fresh = fresh  # write a new results file instead of merging into the one there
         self.selected = list(cells or ())  # --conformance-cell: run only these cells
         self._cells: dict[str, tuple[str, str]] | None = None
+        self.shard = None  # plugin.shards.Shard: run only this shard's subjects (--conformance-shard)
+        self.durations: dict | None = None  # (subject, cell) -> seconds, to balance the shards
+        self.balance = "cells"  # what the split is balanced by, for the header
+        self.device_label: str | None = None  # --conformance-device-label
+        self._plan: dict[str, int] | None = None
 
     # -- the cells ------------------------------------------------------
     def cells(self) -> dict[str, tuple[str, str]]:
@@ -82,6 +106,41 @@ class ConformanceSession:
 
     def _wanted(self, name: str) -> bool:
         return not self.selected or name in self.selected or self.cells()[name][0] in self.selected
+
+    def shard_plan(self) -> dict[str, int] | None:
+        """Each subject's shard (1-based) under --conformance-shard, None without it; the controller's on workers."""
+        if self.shard is None:
+            return None
+        if self._plan is None:
+            workerinput = getattr(self.config, "workerinput", None) or {}
+            if "conformance_shard_plan" in workerinput:
+                self._plan = dict(workerinput["conformance_shard_plan"])
+            else:
+                from triton_conformance.plugin.shards import plan_shards
+
+                self._plan = plan_shards(self.cells().values(), self.shard.count, self.durations)
+        return self._plan
+
+    def _in_shard(self, name: str) -> bool:
+        plan = self.shard_plan()
+        return plan is None or plan.get(self.cells()[name][0]) == self.shard.index
+
+    def shard_line(self) -> str:
+        """``shard 2/4: 5 of 13 subjects, 60 of 333 cells, balanced by ...`` (empty without a shard)."""
+        plan = self.shard_plan()
+        if plan is None:
+            return ""
+        mine = [c for c in self.cells().values() if plan.get(c[0]) == self.shard.index]
+        return (f"shard {self.shard}: {len({s for s, _ in mine})} of {len(plan)} subjects, {len(mine)} of "
+                f"{len(self.cells())} cells, balanced by {self.balance}")
+
+    def label(self) -> str:
+        """This run's device as a cross-device matrix names it."""
+        if self.device_label:
+            return self.device_label
+        if self.run.device != "cuda":
+            return self.run.device
+        return _gpu_name() or "cuda"
 
     # -- collection -----------------------------------------------------
     def load_subjects(self) -> None:
@@ -120,9 +179,10 @@ class ConformanceSession:
             for cell in cells_for(subject.contract):
                 ours.append(ConformanceItem.from_parent(
                     session, name=item_name(subject.name, cell), subject=subject, cell=cell, owner=self))
-        kept = [item for item in ours if self._wanted(item.name)]
+        kept = [item for item in ours if self._wanted(item.name) and self._in_shard(item.name)]
         if len(kept) < len(ours):
-            config.hook.pytest_deselected(items=[item for item in ours if not self._wanted(item.name)])
+            keep = {id(item) for item in kept}
+            config.hook.pytest_deselected(items=[item for item in ours if id(item) not in keep])
         items.extend(kept)
 
     # -- results --------------------------------------------------------
@@ -158,10 +218,14 @@ class ConformanceSession:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["conformance_seed"] = self.run.seed
+        if self.shard is not None:  # the controller's split, so that no worker reads the durations again
+            node.workerinput["conformance_shard_plan"] = self.shard_plan()
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         seed = f", seed {self.run.seed}" if self.run.seed is not None else " (derandomized)"
-        return f"conformance: device {self.run.device}, profile {self.run.profile.name}{seed}, results {self.results_path}"
+        shard = f"\nconformance: {self.shard_line()}" if self.shard is not None else ""
+        return (f"conformance: device {self.run.device}, profile {self.run.profile.name}{seed}, "
+                f"results {self.results_path}{shard}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker:
@@ -218,6 +282,9 @@ class ConformanceSession:
 
         env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed)
         env["compat"] = list(compat.installed())  # the interpreter shims the kernels ran with
+        env["device_label"] = self.label()
+        if self.shard is not None:
+            env["shard"] = str(self.shard)
         document = results_document(self.results.values(), env, catalogue())
         try:
             previous = None if self.fresh else check_mergeable(self.results_path, device=self.run.device)

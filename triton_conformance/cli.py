@@ -5,7 +5,9 @@
 - ``nightly``: the same on CUDA with the nightly profile, one pytest-xdist
   worker pinned to each visible GPU;
 - ``show`` / ``report`` / ``diff``: the matrix, the HTML page, what changed;
-- ``replay``: run a failing cell's stored reproducer again.
+- ``replay``: run a failing cell's stored reproducer again;
+- ``merge``: shards of a run into the whole run, runs on several devices into
+  a cross-device matrix.
 
 Unreadable, malformed or foreign results files exit with status 2.
 """
@@ -37,6 +39,9 @@ examples:
   triton-conformance report conformance-results/results.json --baseline last.json
   triton-conformance diff last.json conformance-results/results.json   exit 1 on a regression
   triton-conformance replay conformance-results/results.json 'add[shape:tiny]'
+  triton-conformance run --shard 2/4 --results shard2.json   one shard of four (one per machine)
+  triton-conformance merge shard*.json -o results.json        the shards into the whole run
+  triton-conformance merge cpu.json h200.json -o matrix.json  a cross-device matrix, divergences listed
 
 Every run option is also a pytest flag --conformance-NAME, an ini option
 conformance_NAME and an environment variable CONFORMANCE_NAME.
@@ -83,6 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("old", help="the baseline results JSON")
     diff.add_argument("new", help="the results JSON to judge")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON instead of text")
+    merge = sub.add_parser(
+        "merge", help="merge results files: the shards of a run, or runs on several devices into one matrix",
+        description="Merge results files into one: the shards of one run (--shard K/N) into the whole run, or "
+                    "runs on several devices into a cross-device matrix (subject x cell x device) that lists "
+                    "the cells whose verdicts differ between devices. Files of different commits, profiles, "
+                    "seeds or schema versions, or with one cell on one device twice with different outcomes, "
+                    "are refused (exit 2) unless --allow-mixed.")
+    merge.add_argument("files", nargs="+", metavar="RESULTS.json", help="results files written by runs")
+    merge.add_argument("-o", "--output", metavar="MERGED.json", required=True, help="where to write the result")
+    merge.add_argument("--allow-mixed", action="store_true",
+                       help="merge files of different runs anyway; the later file wins a conflicting cell")
+    merge.add_argument("--html", action="store_true", help="also write the HTML report beside the output")
     replay = sub.add_parser(
         "replay", help="run a failing cell's reproducer again, with this Python; exit with its status",
         description="Run the reproducer stored for CELL in RESULTS with this Python, from the current "
@@ -224,15 +241,46 @@ def share_cores(workers: int, environ: dict | None = None) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from triton_conformance.model.outcomes import CellResult
-    from triton_conformance.reports.terminal import matrix_lines
+    from triton_conformance.reports.terminal import document_lines
 
     doc = _read("show", args.results)
     env = doc["environment"]
     print(f"{env.get('device_name')} | triton {env.get('triton')} | torch {env.get('torch')} | "
           f"profile {env.get('profile')} | {doc.get('created')}")
-    for line in matrix_lines(CellResult.from_dict(r) for r in doc["results"]):
+    for line in document_lines(doc):
         print(line)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from triton_conformance.reports.combine import MergeConflict, merge_results
+    from triton_conformance.reports.results_json import write_results
+
+    named = [(path, _read("merge", path)) for path in args.files]
+    try:
+        doc = merge_results(named, allow_mixed=args.allow_mixed)
+    except MergeConflict as exc:
+        print(f"triton-conformance merge: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        write_results(args.output, doc)
+    except OSError as exc:
+        print(f"triton-conformance merge: cannot write {args.output!r}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for line in doc["merged"]["mixed"]:
+        print(f"triton-conformance merge: --allow-mixed: {line}", file=sys.stderr)
+    for line in doc["merged"]["missing_shards"]:
+        print(f"triton-conformance merge: warning: {line}; the merged file is not the whole run", file=sys.stderr)
+    devices = [d["device"] for d in doc.get("devices") or ()] or [doc["environment"].get("device_label")
+                                                                  or doc["environment"].get("device")]
+    found = len(doc.get("divergences") or ())
+    print(f"{args.output}: {len(doc['results'])} cells from {len(named)} files on {len(devices)} "
+          f"device{'s' if len(devices) > 1 else ''} ({', '.join(map(str, devices))})"
+          + (f"; {found} device divergence{'s' if found != 1 else ''}" if len(devices) > 1 else ""))
+    if args.html:
+        from triton_conformance.reports.html import write_html
+
+        print(f"report: {write_html(html_path_for(args.output), doc)}")
     return 0
 
 
@@ -298,7 +346,7 @@ def _replay(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     commands = {"run": _run, "nightly": _nightly, "show": _show, "report": _report, "diff": _diff,
-                "replay": _replay}
+                "replay": _replay, "merge": _merge}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away is found here, not at exit

@@ -41,6 +41,11 @@ td.cell.incidental::before { content: ""; position: absolute; top: 0; left: 0; b
   border-width: 8px 8px 0 0; border-color: #1d2125 transparent transparent transparent; pointer-events: none; }
 td.cell.regressed { box-shadow: inset 0 0 0 3px #000; } td.cell.fixed { box-shadow: inset 0 0 0 3px #2e9d4f; }
 td.cell.faded { opacity: 0.12; } td.cell.selected { box-shadow: inset 0 0 0 3px #1f6feb; }
+.device { display: inline-block; font-size: 11px; padding: 0 5px; border-radius: 8px; background: #e3ecfa; color: #1d3f8c; margin-left: 6px; font-weight: 600; }
+tr.divergence td.divergence-mark { background: #fff3c4; text-align: center; font-weight: 700; }
+tr.divergence td.divergence-mark a { color: #7a4b00; text-decoration: none; }
+td.cell.divergent { box-shadow: inset 0 0 0 2px #e0a800; }
+ul.divergences li { margin: 2px 0; }
 .badge { display: inline-block; font-size: 11px; padding: 0 5px; border-radius: 8px; background: #fde2e1; color: #8c1d18; margin-left: 6px; font-weight: 600; }
 #panel { position: fixed; top: 0; right: 0; bottom: 0; width: min(46vw, 720px); background: var(--bg); border-left: 1px solid var(--line); box-shadow: -4px 0 12px rgba(0,0,0,.08); overflow: auto; padding: 12px 18px 40px; z-index: 10; }
 #panel[hidden], .detail[hidden] { display: none; }
@@ -120,6 +125,7 @@ JS = r"""
   var search = document.getElementById("subject-filter");
   var family = document.getElementById("family-filter");
   var known = document.getElementById("known-filter");
+  var device = document.getElementById("device-filter"), divergent = document.getElementById("divergent-filter");
   function applyFilters() {
     var shown = {};
     boxes.forEach(function (b) { shown[b.value] = b.checked; });
@@ -134,21 +140,29 @@ JS = r"""
         });
         var ok = match && (!fam || body.getAttribute("data-family") === fam)
           && (!text || tr.getAttribute("data-subject").toLowerCase().indexOf(text) >= 0)
-          && (known.checked || tr.getAttribute("data-known") !== "1");
+          && (known.checked || tr.getAttribute("data-known") !== "1")
+          && (!device || !device.value || tr.getAttribute("data-device") === device.value)
+          && (!divergent || !divergent.checked || tr.getAttribute("data-divergent") === "1");
         tr.hidden = !ok; if (ok) { visibleInFamily += 1; rows += 1; }
+      });
+      body.querySelectorAll("tr.divergence").forEach(function (tr) {
+        var name = tr.getAttribute("data-subject"), any = false;
+        body.querySelectorAll("tr.subject").forEach(function (s) { if (!s.hidden && s.getAttribute("data-subject") === name) { any = true; } });
+        tr.hidden = !any;
       });
       body.querySelector("tr.family-row").hidden = visibleInFamily === 0;
     });
     document.getElementById("visible-rows").textContent = String(rows);
   }
-  boxes.concat([family, known]).forEach(function (el) { el.addEventListener("change", applyFilters); });
+  boxes.concat([family, known, device, divergent]).forEach(function (el) { if (el) { el.addEventListener("change", applyFilters); } });
   search.addEventListener("input", applyFilters);
   document.getElementById("failing-only").addEventListener("click", function () {
     var failing = this.getAttribute("data-outcomes").split(" ");
     boxes.forEach(function (b) { b.checked = failing.indexOf(b.value) >= 0; }); applyFilters();
   });
   document.getElementById("show-all").addEventListener("click", function () {
-    boxes.forEach(function (b) { b.checked = true; }); search.value = ""; family.value = ""; known.checked = true; applyFilters();
+    boxes.forEach(function (b) { b.checked = true; }); search.value = ""; family.value = ""; known.checked = true;
+    if (device) { device.value = ""; } if (divergent) { divergent.checked = false; } applyFilters();
   });
   applyFilters();
   if (location.hash.length > 1) { open(location.hash.slice(1)); }

@@ -38,13 +38,15 @@ class CellChange:
     finding: str | None = None
     expected_failure: str | None = None
     note: str | None = None  # e.g. a performance cell's change of fraction of peak
+    device: str | None = None  # in a cross-device matrix: the device the cell ran on
 
     def line(self) -> str:
         arrow = f"{self.old or '(absent)'} -> {self.new or '(absent)'}"
         extra = f" ({self.finding})" if self.finding and self.new in BAD else ""
         known = "  [known bug]" if self.expected_failure else ""
         note = f" ({self.note})" if self.note else ""
-        return f"{self.subject}[{self.cell}]: {arrow}{extra}{note}{known}"
+        where = f" on {self.device}" if self.device else ""
+        return f"{self.subject}[{self.cell}]{where}: {arrow}{extra}{note}{known}"
 
 
 @dataclass
@@ -56,6 +58,7 @@ class ResultsDiff:
     removed_subjects: list[str] = field(default_factory=list)
     new_cells: list[CellChange] = field(default_factory=list)
     removed_cells: list[CellChange] = field(default_factory=list)
+    divergences: list[dict[str, Any]] = field(default_factory=list)  # the current matrix's, see reports.combine
     baseline: dict[str, Any] = field(default_factory=dict)
     current: dict[str, Any] = field(default_factory=dict)
 
@@ -69,7 +72,16 @@ class ResultsDiff:
                     or self.removed_subjects or self.new_cells or self.removed_cells)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As JSON; a change's ``device`` and the ``divergences`` only where there is a cross-device matrix."""
+        out = asdict(self)
+        for name, value in out.items():
+            if isinstance(value, list):
+                for change in value:
+                    if isinstance(change, dict) and change.get("device", "") is None:
+                        del change["device"]
+        if not self.divergences:
+            del out["divergences"]
+        return out
 
     def summary_lines(self) -> list[str]:
         def plural(n: int, word: str) -> str:
@@ -80,7 +92,7 @@ class ResultsDiff:
             plural(len(group), word) for group, word in (
                 (self.fixes, "fix"), (self.changed, "other change"), (self.new_subjects, "new subject"),
                 (self.removed_subjects, "removed subject"), (self.new_cells, "new cell"),
-                (self.removed_cells, "removed cell")) if group]
+                (self.removed_cells, "removed cell"), (self.divergences, "device divergence")) if group]
         lines = [f"baseline: {_describe(self.baseline)}", f"current:  {_describe(self.current)}",
                  ", ".join(counts) + ("; no changes" if self.is_empty else "")]
         sections = [("regressions", self.regressions), ("fixes", self.fixes), ("other changes", self.changed),
@@ -91,6 +103,11 @@ class ResultsDiff:
         for title, names in (("new subjects", self.new_subjects), ("removed subjects", self.removed_subjects)):
             if names:
                 lines += ["", f"{title}:"] + [f"  {n}" for n in names]
+        if self.divergences:
+            from triton_conformance.reports.combine import divergence_line
+
+            lines += ["", "device divergences (verdicts that differ between the devices):"] + [
+                f"  {divergence_line(d)}" for d in self.divergences]
         return lines
 
 
@@ -102,8 +119,11 @@ def _describe(doc: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _cells(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(r["subject"], r["cell"]): r for r in doc.get("results", ())}
+def _cells(doc: dict[str, Any], by_device: bool) -> dict[tuple[str, str, str | None], dict[str, Any]]:
+    """(subject, cell, device) -> result; the device is None unless one side is a cross-device matrix."""
+    from triton_conformance.reports.combine import cell_device
+
+    return {(r["subject"], r["cell"], cell_device(r, doc) if by_device else None): r for r in doc.get("results", ())}
 
 
 def _fraction(r: dict[str, Any]) -> float | None:
@@ -135,21 +155,26 @@ def diff_documents(old: dict[str, Any], new: dict[str, Any], *,
         from triton_conformance.errors import InvalidArgument
 
         raise InvalidArgument(f"diff_documents: perf_threshold={perf_threshold!r}, expected a number in [0, 1)")
-    before, after = _cells(old), _cells(new)
-    old_subjects = {s for s, _ in before}
-    new_subjects = {s for s, _ in after}
+    from triton_conformance.reports.combine import divergences, is_cross_device
+
+    by_device = is_cross_device(old) or is_cross_device(new)
+    before, after = _cells(old, by_device), _cells(new, by_device)
+    old_subjects = {s for s, _, _ in before}
+    new_subjects = {s for s, _, _ in after}
     out = ResultsDiff(new_subjects=sorted(new_subjects - old_subjects),
                       removed_subjects=sorted(old_subjects - new_subjects),
                       baseline={"created": old.get("created"), "environment": old.get("environment") or {}},
-                      current={"created": new.get("created"), "environment": new.get("environment") or {}})
-    for key in sorted(set(before) | set(after)):
-        subject, cell = key
+                      current={"created": new.get("created"), "environment": new.get("environment") or {}},
+                      divergences=divergences(new))
+    for key in sorted(set(before) | set(after), key=lambda k: (k[0], k[1], k[2] or "")):
+        subject, cell, device = key
         was, now = before.get(key), after.get(key)
         if subject in out.new_subjects or subject in out.removed_subjects:
             continue
         ref = now or was
         change = CellChange(subject, cell, was["outcome"] if was else None, now["outcome"] if now else None,
-                            finding=ref.get("finding"), expected_failure=(now or {}).get("expected_failure"))
+                            finding=ref.get("finding"), expected_failure=(now or {}).get("expected_failure"),
+                            device=device)
         if was is None:
             out.new_cells.append(change)
         elif now is None:

@@ -19,6 +19,7 @@ from triton_conformance.model.outcomes import FAILING, OUTCOME_TABLE, OUTCOMES
 from triton_conformance.model.performance import figures_line
 from triton_conformance.reports._html_assets import CSS, JS
 from triton_conformance.reports.catalogue import catalogue_of
+from triton_conformance.reports.combine import divergences, is_cross_device
 from triton_conformance.reports.diff import ResultsDiff, diff_documents
 from triton_conformance.reports.explain import (
     COLOURS,
@@ -30,6 +31,11 @@ from triton_conformance.reports.explain import (
     text_colour,
 )
 from triton_conformance.reports.html_detail import chip, detail_section, esc, fmt
+from triton_conformance.reports.html_devices import divergence_row as _divergence_row
+from triton_conformance.reports.html_devices import divergence_section as _divergence_section
+from triton_conformance.reports.html_devices import devices_header as _devices_header
+from triton_conformance.reports.html_devices import key as _key
+from triton_conformance.reports.html_devices import name as _name
 
 __all__ = ["render_html", "write_html"]
 
@@ -45,10 +51,11 @@ def _header(doc: dict[str, Any]) -> str:
     body = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(fmt(v) if k != 'seed' or v is not None else 'derandomized')}"
                    f"</dd></div>" for k, v in items)
     return (f'<header><h1>Triton conformance report</h1><dl class="env">{body}</dl>'
+            f'{_devices_header(doc)}'
             f'<p class="muted">schema {esc(doc.get("schema"))} v{esc(doc.get("version"))}</p></header>')
 
 
-def _summary(results: list[dict[str, Any]], subjects: int) -> str:
+def _summary(results: list[dict[str, Any]], subjects: int, devices: int = 1) -> str:
     counts = {o: 0 for o in OUTCOMES}
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
@@ -57,7 +64,8 @@ def _summary(results: list[dict[str, Any]], subjects: int) -> str:
     bar = "".join(f'<span style="width:{100 * n / total:.3f}%;background:{COLOURS.get(o, "#999")}" '
                   f'title="{esc(o)}: {n}"></span>' for o, n in counts.items() if n)
     return (f'<section class="summary-section"><h2>Summary</h2><div class="summary">'
-            f'<strong>{subjects} subjects, {len(results)} cells</strong>{chips}</div>'
+            f'<strong>{subjects} subjects, {len(results)} cells'
+            f'{f" on {devices} devices" if devices > 1 else ""}</strong>{chips}</div>'
             f'<div class="bar">{bar}</div>{_skips(results)}</section>')
 
 
@@ -78,7 +86,7 @@ def _dims_text(r: dict[str, Any]) -> str:
     return f" at {fmt(dims)}" if isinstance(dims, dict) and dims else ""
 
 
-def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
+def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str, str | None], str],
                      catalogue: Catalogue) -> str:
     """Every failing cell, at the top of the page as in the terminal summary.
 
@@ -93,10 +101,10 @@ def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], s
     failing.sort(key=lambda r: (r["subject"], catalogue.sort_key(r["cell"])))
 
     def link(r: dict[str, Any], text: str) -> str:
-        idx = ids[(r["subject"], r["cell"])]
+        idx = ids[_key(r)]
         return f'<a href="#{idx}" data-detail="{idx}" title="{esc(_cell_tip(r["subject"], r["cell"], r))}">{text}</a>'
 
-    items = [f'<li data-known="0">{link(r, esc(r["subject"]) + "[" + esc(r["cell"]) + "]")} '
+    items = [f'<li data-known="0">{link(r, esc(_name(r)))} '
              f'{chip(r["outcome"])} {esc(finding_text(r) or r.get("message") or "")}{esc(_dims_text(r))}</li>'
              for r in failing if not r.get("expected_failure")]
     known: dict[str, list[dict[str, Any]]] = {}
@@ -104,7 +112,8 @@ def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], s
         if r.get("expected_failure"):
             known.setdefault(r["subject"], []).append(r)
     for subject, group in known.items():
-        cells = ", ".join(link(r, esc(r["cell"])) for r in group)
+        cells = ", ".join(link(r, esc(r["cell"]) + (f' on {esc(r["device"])}' if r.get("device") else ""))
+                          for r in group)
         items.append(f'<li data-known="1" data-subject="{esc(subject)}"><strong>{esc(subject)}</strong> '
                      f'<span class="badge" title="{esc(group[0]["expected_failure"])}">known bug</span> '
                      f'{len(group)} failing cell{"" if len(group) == 1 else "s"}, as expected '
@@ -115,16 +124,22 @@ def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], s
             f'<ul class="failing">{"".join(items)}</ul></section>')
 
 
-def _filters(families: list[str]) -> str:
+def _filters(families: list[str], devices: list[str] | None = None) -> str:
     boxes = "".join(f'<label><input type="checkbox" name="outcome" value="{esc(o)}" checked> '
                     f'<span class="swatch" style="background:{COLOURS[o]}"></span> {esc(o)}</label>'
                     for o in OUTCOMES)
     options = "".join(f'<option value="{esc(f)}">{esc(f)}</option>' for f in families)
+    device = ""
+    if devices:
+        choices = "".join(f'<option value="{esc(d)}">{esc(d)}</option>' for d in devices)
+        device = (f'<label>device <select id="device-filter"><option value="">all</option>{choices}</select>'
+                  f'</label><label><input type="checkbox" id="divergent-filter"> divergent only</label>')
     return (f'<section class="filters-section"><div class="filters">{boxes}'
             f'<button type="button" id="failing-only" data-outcomes="{esc(" ".join(FAILING))}">failing only</button>'
             f'<button type="button" id="show-all">show all</button></div><div class="filters" style="margin-top:6px">'
             f'<label>subject <input type="search" id="subject-filter" placeholder="name contains"></label>'
             f'<label>family <select id="family-filter"><option value="">all</option>{options}</select></label>'
+            f'{device}'
             f'<label><input type="checkbox" id="known-filter" checked> known-bug subjects</label>'
             f'<span class="muted"><span id="visible-rows"></span> subjects shown; '
             f'* marks a known bug\'s cell; <a href="#legend">what the letters and cells mean</a></span></div>'
@@ -176,9 +191,9 @@ def _class_summary(catalogue: Catalogue, cell: str) -> str:
     return ""
 
 
-def _diff_section(diff: ResultsDiff, ids: dict[tuple[str, str], str]) -> str:
+def _diff_section(diff: ResultsDiff, ids: dict[tuple[str, str, str | None], str]) -> str:
     def item(c: Any) -> str:
-        idx = ids.get((c.subject, c.cell))
+        idx = ids.get((c.subject, c.cell, c.device))
         text = esc(c.line())
         return f'<li><a href="#{idx}" data-detail="{idx}">{text}</a></li>' if idx else f"<li>{text}</li>"
 
@@ -208,19 +223,19 @@ def _perf_text(r: dict[str, Any]) -> tuple[str, str]:
     return f"{100 * details['fraction']:.0f}", figures_line(details)
 
 
-def _performance_section(results: list[dict[str, Any]], ids: dict[tuple[str, str], str]) -> str:
+def _performance_section(results: list[dict[str, Any]], ids: dict[tuple[str, str, str | None], str]) -> str:
     """A table of every measured performance cell: achieved against the measured peak and against torch."""
     rows = []
     for r in results:
         d = r.get("details") if isinstance(r.get("details"), dict) else {}
         if r["cell"] != "performance" or not isinstance(d.get("fraction"), (int, float)):
             continue
-        idx, unit = ids[(r["subject"], r["cell"])], d.get("unit", "")
+        idx, unit = ids[_key(r)], d.get("unit", "")
         speedup = f"{d['speedup']:.2f}x" if isinstance(d.get("speedup"), (int, float)) else "\u2014"
         cells = [fmt(d.get("dims")), f"{fmt(d.get('achieved'))} {unit}", f"{fmt(d.get('peak'))} {unit}",
                  f"{100 * d['fraction']:.1f}%", fmt(d.get("kernel_ms")), fmt(d.get("baseline_ms")), speedup]
         rows.append(f'<tr data-subject="{esc(r["subject"])}"><th scope="row"><a href="#{idx}" data-detail="{idx}">'
-                    f'{esc(r["subject"])}</a></th>' + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+                    f'{esc(r["subject"])}{esc(" on " + r["device"]) if r.get("device") else ""}</a></th>' + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     if not rows:
         return ""
     head = "".join(f"<th>{esc(h)}</th>" for h in ("subject", "size", "achieved", "measured peak", "fraction",
@@ -248,8 +263,10 @@ def _cell_tip(subject: str, c: str, r: dict[str, Any]) -> str:
     return tip + (f": {perf}" if perf else "")
 
 
-def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
-            marks: dict[tuple[str, str], str], cells: list[str], catalogue: Catalogue) -> str:
+def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str, str | None], str],
+            marks: dict[tuple[str, str, str | None], str], cells: list[str], catalogue: Catalogue,
+            devices: list[str] | None = None, found: list[dict[str, Any]] | None = None) -> str:
+    """The matrix; of a cross-device document, a sub-row per device under each subject, then a divergence row."""
     groups: dict[str, list[str]] = {}
     for c in cells:
         groups.setdefault(c.partition(":")[0], []).append(c)
@@ -268,36 +285,52 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
                 what = catalogue.describe(c)
                 head2.append(f'<th data-cell="{esc(c)}" title="{esc(f"{c}: {what}" if what else c)}">'
                              f'<span>{esc(c.partition(":")[2])}</span></th>')
-    families: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    families: dict[str, dict[tuple[str, str | None], dict[str, dict[str, Any]]]] = {}
     for r in results:
-        families.setdefault(r.get("family") or r["subject"], {}).setdefault(r["subject"], {})[r["cell"]] = r
+        families.setdefault(r.get("family") or r["subject"], {}).setdefault(
+            (r["subject"], r.get("device")), {})[r["cell"]] = r
+    order = {d: i for i, d in enumerate(devices or ())}
+    diverging: dict[str, dict[str, dict[str, Any]]] = {}
+    for d in found or ():
+        diverging.setdefault(d["subject"], {})[d["cell"]] = d
     bodies = []
     for family in sorted(families):
         rows = [f'<tr class="family-row"><th colspan="{len(cells) + 1}">{esc(family)}</th></tr>']
-        for subject in sorted(families[family]):
-            row = families[family][subject]
+        keys = sorted(families[family], key=lambda k: (k[0], order.get(k[1], -1)))
+        for n, (subject, device) in enumerate(keys):
+            row = families[family][(subject, device)]
             known = next((r["expected_failure"] for r in row.values() if r.get("expected_failure")), None)
             badge = f'<span class="badge" title="{esc(known)}">known bug</span>' if known else ""
+            if device is not None:
+                badge += f' <span class="device" title="device">{esc(device)}</span>'
             tds = []
             for c in cells:
                 r = row.get(c)
                 if r is None:
                     tds.append(f'<td class="cell none" data-cell="{esc(c)}" title="{esc(f"{subject}[{c}]: not applicable, its contract has no such cell")}"></td>')
                     continue
-                idx, outcome = ids[(subject, c)], r["outcome"]
+                idx, outcome = ids[(subject, c, device)], r["outcome"]
                 classes = ["cell", f"o-{outcome}"] + (["known"] if known and outcome in KERNEL_FAULTS else [])
                 if incidental_note(r):
                     classes.append("incidental")
-                if (subject, c) in marks:
-                    classes.append(marks[(subject, c)])
+                if c in diverging.get(subject, {}):
+                    classes.append("divergent")
+                if (subject, c, device) in marks:
+                    classes.append(marks[(subject, c, device)])
                 text, _ = _perf_text(r)
                 colour = COLOURS.get(outcome, "#999")
                 tds.append(f'<td class="{" ".join(classes)}" data-cell="{esc(c)}" data-outcome="{esc(outcome)}" '
                            f'style="background:{colour}"><a href="#{idx}" data-detail="{idx}" '
                            f'style="color:{text_colour(colour)}" title="{esc(_cell_tip(subject, c, r))}">'
                            f'{esc(text) if text else esc(LETTERS.get(outcome, "?"))}</a></td>')
-            rows.append(f'<tr class="subject" data-subject="{esc(subject)}" data-known="{1 if known else 0}">'
+            attrs = f' data-device="{esc(device)}"' if device is not None else ""
+            if subject in diverging:
+                attrs += ' data-divergent="1"'
+            rows.append(f'<tr class="subject" data-subject="{esc(subject)}" data-known="{1 if known else 0}"{attrs}>'
                         f'<th class="subject" scope="row">{esc(subject)}{badge}</th>{"".join(tds)}</tr>')
+            last = n + 1 == len(keys) or keys[n + 1][0] != subject
+            if device is not None and last and subject in diverging:
+                rows.append(_divergence_row(subject, cells, diverging[subject], ids))
         bodies.append(f'<tbody class="family" data-family="{esc(family)}">{"".join(rows)}</tbody>')
     key = " \u00b7 ".join(f"{o.letter} {o.name}" for o in OUTCOME_TABLE)
     return (f'<section class="matrix-section"><h2>Matrix</h2><p class="muted key">{esc(key)} \u00b7 hatched: not '
@@ -310,34 +343,43 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str], str],
 def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = None) -> str:
     """The report page for ``document`` (as read by ``read_results``), with the diff if ``baseline``."""
     catalogue = catalogue_of(document)
-    results = sorted(document.get("results") or (), key=lambda r: (r.get("family") or "", r["subject"],
-                                                                   catalogue.sort_key(r["cell"])))
-    ids = {(r["subject"], r["cell"]): f"d{i}" for i, r in enumerate(results)}
+    cross = is_cross_device(document)
+    devices = [str(d.get("device")) for d in document["devices"]] if cross else None
+    if cross:  # every cell names its device
+        results = [dict(r, device=r.get("device") or devices[0]) for r in document.get("results") or ()]
+    else:
+        results = [{k: v for k, v in r.items() if k != "device"} for r in document.get("results") or ()]
+    position = {d: i for i, d in enumerate(devices or ())}
+    results.sort(key=lambda r: (r.get("family") or "", r["subject"], catalogue.sort_key(r["cell"]),
+                                position.get(r.get("device"), 0)))
+    found = divergences(dict(document, results=results)) if cross else []
+    ids = {_key(r): f"d{i}" for i, r in enumerate(results)}
     diff = diff_documents(baseline, document) if baseline is not None else None
-    marks: dict[tuple[str, str], str] = {}
-    changes: dict[tuple[str, str], str] = {}
+    marks: dict[tuple[str, str, str | None], str] = {}
+    changes: dict[tuple[str, str, str | None], str] = {}
     if diff is not None:
         for kind, group in (("regressed", diff.regressions), ("fixed", diff.fixes), ("changed", diff.changed),
                             ("new", diff.new_cells)):
             for c in group:
-                marks[(c.subject, c.cell)] = kind
-                changes[(c.subject, c.cell)] = c.line()
+                marks[(c.subject, c.cell, c.device)] = kind
+                changes[(c.subject, c.cell, c.device)] = c.line()
     families = sorted({r.get("family") or r["subject"] for r in results})
     subjects = len({r["subject"] for r in results})
     cells = catalogue.sorted(r["cell"] for r in results)
-    body = [_header(document), "<main>", _summary(results, subjects)]
+    body = [_header(document), "<main>", _summary(results, subjects, len(devices or ()))]
     if results:
         body.append(_failing_section(results, ids, catalogue))
+    if cross:
+        body.append(_divergence_section(found, ids))
     if diff is not None:
         body.append(_diff_section(diff, ids))
     if results:
-        body += [_filters(families), _matrix(results, ids, marks, cells, catalogue),
+        body += [_filters(families, devices), _matrix(results, ids, marks, cells, catalogue, devices, found),
                  _performance_section(results, ids), _legend(cells, catalogue)]
     else:
         body.append('<section><p class="muted">This results file holds no cells.</p></section>')
     body.append("</main>")
-    details = "".join(detail_section(ids[(r["subject"], r["cell"])], r, changes.get((r["subject"], r["cell"])), catalogue)
-                      for r in results)
+    details = "".join(detail_section(ids[_key(r)], r, changes.get(_key(r)), catalogue) for r in results)
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '

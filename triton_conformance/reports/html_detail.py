@@ -148,7 +148,8 @@ def _failure_boundary(details: dict[str, Any]) -> list[tuple[str, Any]]:
 def detail_section(idx: str, r: dict[str, Any], change: str | None, catalogue: Catalogue) -> str:
     details = r.get("details") if isinstance(r.get("details"), dict) else {}
     words = finding_text(r)
-    head = (f'<h2>{esc(r["subject"])}[{esc(r["cell"])}]</h2>'
+    where = f' <span class="device">on {esc(r["device"])}</span>' if r.get("device") else ""
+    head = (f'<h2>{esc(r["subject"])}[{esc(r["cell"])}]{where}</h2>'
             f'<p class="verdict">{chip(r["outcome"])} <span class="finding">{esc(words)}</span>'
             + (f' <code class="finding-key" title="finding">{esc(r["finding"])}</code>' if r.get("finding") else "")
             + (f' <span class="badge" title="{esc(r["expected_failure"])}">known bug</span>'

@@ -13,7 +13,8 @@ from triton_conformance.model.outcomes import CellResult
 from triton_conformance.reports.catalogue import DEFAULT
 from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
 
-__all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines"]
+__all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
+           "document_lines", "divergence_lines"]
 
 
 def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:
@@ -108,3 +109,32 @@ def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue | None = No
                          + ("  [known bug]" if r.expected_failure else ""))
     lines += skip_lines(results)
     return lines
+
+
+def divergence_lines(doc: dict[str, Any]) -> list[str]:
+    """``device divergences (N):`` and one line per cell whose verdicts differ between devices (none if none)."""
+    from triton_conformance.reports.combine import divergence_line, divergences
+
+    found = doc.get("divergences") if isinstance(doc.get("divergences"), list) else divergences(doc)
+    if not found:
+        return []
+    return ["", f"device divergences ({len(found)}):"] + [f"  {divergence_line(d)}" for d in found]
+
+
+def document_lines(doc: dict[str, Any]) -> list[str]:
+    """The matrix of a results document; of a cross-device one, a matrix per device, then the divergences."""
+    from triton_conformance.reports.catalogue import catalogue_of
+    from triton_conformance.reports.combine import cell_device, devices_of, is_cross_device
+
+    catalogue = catalogue_of(doc)
+    if not is_cross_device(doc):
+        return matrix_lines((CellResult.from_dict(r) for r in doc.get("results") or ()), catalogue)
+    envs = {str(d.get("device")): d.get("environment") or {} for d in doc["devices"]}
+    lines: list[str] = [f"cross-device matrix: {len(envs)} devices ({', '.join(envs)})"]
+    for device in devices_of(doc):
+        env = envs.get(device, {})
+        cells = [CellResult.from_dict(r) for r in doc.get("results") or () if cell_device(r, doc) == device]
+        lines += ["", f"== device {device} ({env.get('device_name') or env.get('device')}, triton "
+                      f"{env.get('triton')}, torch {env.get('torch')}): {len(cells)} cells =="]
+        lines += matrix_lines(cells, catalogue)
+    return lines + divergence_lines(doc)

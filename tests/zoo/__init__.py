@@ -26,6 +26,7 @@ MODULES = (
     "zoo_dropout",
     "zoo_large_index",
     "zoo_stochastic_rounding",
+    "zoo_features",
     "zoo_launchers",
 )
 

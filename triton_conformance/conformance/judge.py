@@ -117,12 +117,18 @@ class Judge:
         except Exception as exc:  # noqa: BLE001 - any error in the user's own reference is theirs
             raise OracleError(what, exc) from None
 
+    @staticmethod
+    def as_float64(inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Copies of ``inputs``: float tensors in float64; integer and bool tensors (indices, masks) as they are."""
+        return {n: (v.to(torch.float64) if v.dtype.is_floating_point else v.clone()) for n, v in inputs.items()}
+
     def oracle(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], *, in_input_dtype: bool = False) -> tuple:
-        """The oracle's outputs on float64 copies of ``inputs`` (or on copies in their own dtype)."""
+        """The oracle's outputs on float64 copies of the float ``inputs`` (integer and bool ones keep their
+        dtype, so indices index), or on copies in their own dtype."""
         if in_input_dtype:
             copies = {n: v.clone() for n, v in inputs.items()}
         else:
-            copies = {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in inputs.items()}
+            copies = self.as_float64(inputs)
         return self._call("oracle", self.subject.contract.oracle, copies, scalars)
 
     def mask_policy(self, inputs: Mapping[str, Any], ref: Any) -> Any:
@@ -157,7 +163,9 @@ class Judge:
             scale = float(finite.abs().max()) if finite.numel() else 1.0
         # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
         tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
-        bound = default_bound(out_dtype=out_dtype, accumulate=contract.accumulate, reduction=reduction, scale=scale,
+        # The accumulation dtype: the declared one, or the example's input dtype (accumulate="input" or a mapping).
+        accumulate = contract.accumulation(dtypes)
+        bound = default_bound(out_dtype=out_dtype, accumulate=accumulate, reduction=reduction, scale=scale,
                               tf32=tf32)
         tol = contract.tolerance
         if tol is None:
@@ -181,8 +189,7 @@ class Judge:
             return Finding("wrong", "bad-output", f"launcher returned {len(outputs)} outputs, oracle {len(refs)}")
         scales = (None,) * len(refs)
         if contract.error_scale is not None:
-            as64 = {n: (v.to(torch.float64) if v.dtype != torch.bool else v.clone()) for n, v in inputs.items()}
-            scales = self._call("error_scale", contract.error_scale, as64, scalars)
+            scales = self._call("error_scale", contract.error_scale, self.as_float64(inputs), scalars)
         lowps = None
         for i, (out, ref) in enumerate(zip(outputs, refs)):
             if not isinstance(out, torch.Tensor):

@@ -1,23 +1,44 @@
 """The contract model: what a subject claims about its inputs.
 
-Plain frozen, slotted value objects with no torch import, so that declaring a
-subject costs nothing until the battery runs.  Each validator raises
-:class:`InvalidContract` naming the field, the value and what was expected.
+A plain frozen value object with no torch import, so that declaring a subject
+costs nothing until the battery runs; the objects it is made of (``Dim``,
+``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``) live in :mod:`.inputs` and are
+re-exported here.  Each validator raises :class:`InvalidContract` naming the
+field, the value and what was expected.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from triton_conformance.errors import InvalidContract
+from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
+    FLOAT_DTYPES,
+    OTHER_DTYPES,
+    LAYOUT_CLAIMS,
+    VALUE_CLASSES,
+    RANGED_VALUE_CLASSES,
+    INTEGER_DTYPES,
+    ACCUMULATE_INPUT,
+    MASK_CLASSES,
+    MASK_POLICIES,
+    DOT_PRECISIONS,
+    _fail,
+    Dim,
+    Tensor,
+    Mask,
+    Scalar,
+    Tolerance,
+)
 
 __all__ = [
     "FLOAT_DTYPES",
     "LAYOUT_CLAIMS",
     "VALUE_CLASSES",
+    "RANGED_VALUE_CLASSES",
+    "INTEGER_DTYPES",
     "MASK_POLICIES",
     "MASK_CLASSES",
     "DOT_PRECISIONS",
@@ -28,168 +49,6 @@ __all__ = [
     "Tolerance",
     "Contract",
 ]
-
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-OTHER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
-LAYOUT_CLAIMS = ("contiguous", "any")
-# Adversarial value classes a subject may claim; "ordinary" is always claimed.
-VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties")
-MASK_KINDS = ("bool", "additive")
-# "broadcast" is padding-shaped content given as a stride-0 view over rows.
-MASK_CLASSES = ("causal", "random", "padding", "all", "fully-masked", "broadcast")
-MASK_POLICIES = ("zeros", "nan", "reject")
-# tl.dot's input_precision for fp32 inputs; None: the subject has no such dot.
-DOT_PRECISIONS = ("tf32", "ieee", None)
-
-
-def _fail(owner: str, name: str, value: Any, expected: str) -> InvalidContract:
-    return InvalidContract(f"{owner}: {name}={value!r}, expected {expected}")
-
-
-def _dtype_tuple(owner: str, dtypes: Any) -> tuple[str, ...]:
-    if isinstance(dtypes, str):
-        dtypes = (dtypes,)
-    dtypes = tuple(str(d).replace("torch.", "") for d in dtypes)
-    if not dtypes:
-        raise _fail(owner, "dtypes", dtypes, "at least one dtype name, e.g. ('float16', 'float32')")
-    for d in dtypes:
-        if d not in FLOAT_DTYPES + OTHER_DTYPES:
-            raise _fail(owner, "dtypes", d, f"one of {FLOAT_DTYPES + OTHER_DTYPES}")
-    return dtypes
-
-
-def _shape_tuple(owner: str, shape: Any) -> tuple[str, ...]:
-    if isinstance(shape, str):
-        shape = tuple(s.strip() for s in shape.replace("(", "").replace(")", "").split(",") if s.strip())
-    shape = tuple(shape)
-    for s in shape:
-        if not (isinstance(s, str) and s.isidentifier()):
-            raise _fail(owner, "shape", shape, "a tuple of dim symbols such as ('M', 'N')")
-    return shape
-
-
-@dataclass(frozen=True, slots=True)
-class Dim:
-    """A symbolic dimension's supported range, inclusive at both ends."""
-
-    min: int = 1
-    max: int = 4096
-
-    def __post_init__(self) -> None:
-        for name in ("min", "max"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise _fail("Dim", name, v, "a non-negative int")
-        if self.max < self.min:
-            raise InvalidContract(f"Dim: cannot have max={self.max!r} < min={self.min!r}")
-
-    def admits(self, n: int) -> bool:
-        return self.min <= n <= self.max
-
-
-@dataclass(frozen=True, slots=True)
-class Tensor:
-    """A tensor input: its symbolic shape, the dtypes and layouts it claims.
-
-    ``layouts="contiguous"`` claims only row-major contiguous inputs that start
-    their storage (offset 0, as fresh from ``torch.empty``); the launcher must
-    reject anything else, though size-1 dims may carry any stride.
-    ``layouts="any"`` claims any strides, storage offsets and stride-0 broadcasts.
-    """
-
-    shape: tuple[str, ...]
-    dtypes: tuple[str, ...] = ("float32",)
-    layouts: str = "contiguous"
-    # The shape:large-index cell: True, split into rows along the leading (huge) dim; False, a
-    # parameter broadcast over the rows (a weight, a bias), built whole; None: inferred (a
-    # parameter when the shape lacks the rows' dim).
-    rows: bool | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", _shape_tuple("Tensor", self.shape))
-        if self.rows not in (None, True, False) or (self.rows is True and not self.shape):
-            raise _fail("Tensor", "rows", self.rows, "None (inferred), False, or True for a tensor of rank >= 1")
-        object.__setattr__(self, "dtypes", _dtype_tuple("Tensor", self.dtypes))
-        if self.layouts not in LAYOUT_CLAIMS:
-            raise _fail("Tensor", "layouts", self.layouts, f"one of {LAYOUT_CLAIMS}")
-
-    @property
-    def is_mask(self) -> bool:
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class Mask:
-    """A mask input: ``kind="bool"`` (True keeps) or ``"additive"`` (0 or -inf).
-
-    ``fully_masked`` is the subject's policy for an output row whose mask row
-    keeps nothing: ``"zeros"``, ``"nan"``, or ``"reject"`` (the launcher raises).
-    The mask is applied along its last dim; its leading dims index output rows.
-    """
-
-    shape: tuple[str, ...]
-    kind: str = "bool"
-    fully_masked: str = "zeros"
-    layouts: str = "any"
-    dtypes: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", _shape_tuple("Mask", self.shape))
-        if self.kind not in MASK_KINDS:
-            raise _fail("Mask", "kind", self.kind, f"one of {MASK_KINDS}")
-        if self.fully_masked not in MASK_POLICIES:
-            raise _fail("Mask", "fully_masked", self.fully_masked, f"one of {MASK_POLICIES}")
-        if self.layouts not in LAYOUT_CLAIMS:
-            raise _fail("Mask", "layouts", self.layouts, f"one of {LAYOUT_CLAIMS}")
-        default = ("bool",) if self.kind == "bool" else ("float32",)
-        object.__setattr__(self, "dtypes", _dtype_tuple("Mask", self.dtypes or default))
-        if len(self.shape) < 1:
-            raise _fail("Mask", "shape", self.shape, "at least one dim")
-
-    @property
-    def is_mask(self) -> bool:
-        return True
-
-
-@dataclass(frozen=True, slots=True)
-class Scalar:
-    """A scalar parameter drawn from ``[low, high]``; ``kind`` is "float" or "int"."""
-
-    low: float
-    high: float
-    kind: str = "float"
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("float", "int"):
-            raise _fail("Scalar", "kind", self.kind, "'float' or 'int'")
-        for name in ("low", "high"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-                raise _fail("Scalar", name, v, "a finite number")
-        if self.high < self.low:
-            raise InvalidContract(f"Scalar: cannot have high={self.high!r} < low={self.low!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Tolerance:
-    """A tolerance override.
-
-    ``rtol``/``atol`` replace the dtype-derived bounds.  With ``reference_k``
-    set, the FlashAttention rule applies instead: the kernel's largest error may
-    be at most ``reference_k`` times the largest error of the oracle run in the
-    input dtype, plus ``floor``.
-    """
-
-    rtol: float | None = None
-    atol: float | None = None
-    reference_k: float | None = None
-    floor: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("rtol", "atol", "reference_k", "floor"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, (int, float)) or v < 0):
-                raise _fail("Tolerance", name, v, "a non-negative number or None")
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +63,10 @@ class Contract:
     reduces: str | None = None
     tolerance: Tolerance | None = None
     values: tuple[str, ...] = ()
-    accumulate: str = "float32"
+    # The dtype the kernel accumulates in, which sets the tolerance: a float dtype, "input"
+    # (the example's input dtype), or a mapping from input dtype to accumulation dtype
+    # ({"float16": "float16", "float32": "float32"}; dtypes it leaves out accumulate in float32).
+    accumulate: str | Mapping[str, str] = "float32"
     max_elements: int | None = None
     model: Any = None  # a StochasticModel: the oracle is then the deterministic part f of a random output
     error_scale: Callable[..., Any] | None = None  # elementwise magnitude rounding errors scale with
@@ -230,6 +92,7 @@ class Contract:
                 raise _fail(owner, "inputs", name, "identifier names")
             if not isinstance(spec, (Tensor, Mask)):
                 raise _fail(owner, f"inputs[{name!r}]", spec, "Tensor(...) or Mask(...)")
+        self._resolve_same_dtype()
         if not isinstance(self.dims, Mapping):
             raise _fail(owner, "dims", self.dims, "a mapping of symbol -> Dim(...)")
         for sym, d in self.dims.items():
@@ -240,6 +103,10 @@ class Contract:
                 if sym not in self.dims:
                     raise _fail(owner, f"inputs[{name!r}].shape", sym,
                                 f"a dim declared in dims={sorted(self.dims)}")
+        for name, spec in self.inputs.items():
+            if getattr(spec, "index_of", None) is not None and spec.index_of not in self.dims:
+                raise _fail(owner, f"inputs[{name!r}].index_of", spec.index_of,
+                            f"a dim declared in dims={sorted(self.dims)}")
         used = {s for spec in self.inputs.values() for s in spec.shape}
         unused = sorted(set(self.dims) - used)
         if unused:
@@ -255,6 +122,9 @@ class Contract:
             raise _fail(owner, "tolerance", self.tolerance, "Tolerance(...) or None")
         values = (self.values,) if isinstance(self.values, str) else tuple(self.values)
         for v in values:
+            if v in RANGED_VALUE_CLASSES:
+                raise _fail(owner, "values", v, f"value classes from {VALUE_CLASSES} ({v!r} is not claimed: it "
+                            "applies to every input that declares a value_range)")
             if v not in VALUE_CLASSES:
                 raise _fail(owner, "values", v, f"value classes from {VALUE_CLASSES}")
         object.__setattr__(self, "values", values)
@@ -262,8 +132,7 @@ class Contract:
             raise _fail(owner, "strict", self.strict, "True or False")
         if self.dot_precision not in DOT_PRECISIONS:
             raise _fail(owner, "dot_precision", self.dot_precision, f"one of {DOT_PRECISIONS}")
-        if self.accumulate not in FLOAT_DTYPES:
-            raise _fail(owner, "accumulate", self.accumulate, f"one of {FLOAT_DTYPES}")
+        self._check_accumulate()
         if self.max_elements is not None and (not isinstance(self.max_elements, int) or self.max_elements < 1):
             raise _fail(owner, "max_elements", self.max_elements, "a positive int or None")
         if sum(1 for s in self.inputs.values() if s.is_mask) > 1:
@@ -283,6 +152,65 @@ class Contract:
         if len(set(inplace)) != len(inplace):
             raise _fail("Contract", "inplace", inplace, "each input named once")
         object.__setattr__(self, "inplace", inplace)
+
+    def _resolve_same_dtype(self) -> None:
+        """Give each ``same_dtype_as=`` input the dtypes of the input it follows."""
+        inputs = dict(self.inputs)
+        for name, spec in self.inputs.items():
+            leader = getattr(spec, "same_dtype_as", None)
+            if leader is None:
+                continue
+            where = f"inputs[{name!r}].same_dtype_as"
+            seen = [name]
+            while leader is not None:
+                if leader not in self.inputs or self.inputs[leader].is_mask:
+                    raise _fail("Contract", where, leader, f"the name of a Tensor input, one of "
+                                f"{[n for n, s in self.inputs.items() if not s.is_mask and n != name]}")
+                if leader in seen:
+                    raise _fail("Contract", where, leader, f"no cycle of same_dtype_as ({' -> '.join(seen + [leader])})")
+                seen.append(leader)
+                root, leader = leader, self.inputs[leader].same_dtype_as
+            dtypes = self.inputs[root].dtypes
+            if spec.dtypes and set(spec.dtypes) != set(dtypes):
+                raise _fail("Contract", f"inputs[{name!r}].dtypes", spec.dtypes,
+                            f"those of {root!r}, {dtypes}, or none (same_dtype_as={spec.same_dtype_as!r})")
+            inputs[name] = replace(spec, dtypes=dtypes, same_dtype_as=root)
+        object.__setattr__(self, "inputs", inputs)
+
+    def _check_accumulate(self) -> None:
+        acc = self.accumulate
+        expected = (f"a float dtype {FLOAT_DTYPES}, {ACCUMULATE_INPUT!r} (the input dtype), or a mapping "
+                    "from input dtype to accumulation dtype such as {'float16': 'float16', 'float32': 'float32'}")
+        if isinstance(acc, Mapping):
+            for k, v in acc.items():
+                if k not in FLOAT_DTYPES:
+                    raise _fail("Contract", "accumulate", k, f"input dtypes from {FLOAT_DTYPES} as keys")
+                if v not in FLOAT_DTYPES:
+                    raise _fail("Contract", f"accumulate[{k!r}]", v, f"an accumulation dtype from {FLOAT_DTYPES}")
+            object.__setattr__(self, "accumulate", dict(acc))
+        elif acc not in FLOAT_DTYPES + (ACCUMULATE_INPUT,):
+            raise _fail("Contract", "accumulate", acc, expected)
+
+    def accumulation(self, dtypes: Mapping[str, str]) -> str:
+        """The dtype the kernel accumulates in for an example whose inputs have ``dtypes``.
+
+        With ``accumulate="input"`` or a mapping, the input dtype is that of the
+        example's float tensor inputs (the least precise one, if they differ).
+        """
+        acc = self.accumulate
+        if isinstance(acc, str) and acc != ACCUMULATE_INPUT:
+            return acc
+        floats = [dtypes[n] for n in self.tensor_names if dtypes.get(n) in FLOAT_DTYPES]
+        if not floats:
+            return "float32"
+        order = ("bfloat16", "float16", "float32", "float64")  # least precise first
+        dtype = min(floats, key=order.index)
+        return dtype if acc == ACCUMULATE_INPUT else acc.get(dtype, "float32")
+
+    @property
+    def ranged(self) -> bool:
+        """Whether some input declares a ``value_range`` (so the ``values:extreme`` cell applies)."""
+        return any(getattr(s, "value_range", None) is not None for s in self.inputs.values())
 
     def _check_model(self) -> None:
         from triton_conformance.model.stochastic import StochasticModel

@@ -7,7 +7,8 @@ An element passes when ``|y - ref| <= atol + rtol * |ref|`` with
 
 where ``u_out`` is the unit roundoff of the output dtype (the final rounding),
 ``u_acc`` that of the accumulation dtype the subject declares (fp32 unless it
-says otherwise), ``K`` the size of the reduced dim (1 when none is named),
+says otherwise: ``accumulate="float16"``, ``"input"`` for the example's input dtype,
+or a mapping such as ``{"float16": "float16", "float32": "float32"}``), ``K`` the size of the reduced dim (1 when none is named),
 ``scale`` the magnitude rounding errors grow with: the subject's
 ``error_scale`` if it declares one (``|A| @ |x|`` for a GEMV, the classic
 componentwise bound), else the largest finite ``|ref|`` (so cancellation in a
@@ -39,8 +40,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
-__all__ = ["SAFETY_FACTOR", "TF32_UNIT_ROUNDOFF", "UNIT_ROUNDOFF", "Bound", "default_bound"]
+__all__ = ["SAFETY_FACTOR", "TF32_UNIT_ROUNDOFF", "UNIT_ROUNDOFF", "Bound", "accumulation_dtype", "default_bound"]
 
 UNIT_ROUNDOFF = {
     "float16": 2.0**-11,
@@ -79,13 +81,27 @@ class Bound:
         return f"|err| <= {kind}{atol:.3g} + {self.rtol:.3g} * |ref| ({self.source})"
 
 
-def default_bound(*, out_dtype: str, accumulate: str = "float32", reduction: int = 1, scale=1.0,
-                  tf32: bool = False) -> Bound:
+def accumulation_dtype(accumulate: str | Mapping[str, str], input_dtype: str | None) -> str:
+    """The dtype a kernel accumulates in: ``accumulate`` itself, or for ``"input"`` or a mapping
+    ``{input dtype: accumulation dtype}`` the one ``input_dtype`` gives (float32 where it gives none)."""
+    if isinstance(accumulate, Mapping):
+        return accumulate.get(input_dtype, "float32")
+    if accumulate == "input":
+        return input_dtype if input_dtype in UNIT_ROUNDOFF else "float32"
+    return accumulate
+
+
+def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "float32", reduction: int = 1,
+                  scale=1.0, tf32: bool = False, input_dtype: str | None = None) -> Bound:
     """The policy above for one output; ``scale`` is a number or an elementwise tensor.
 
+    ``accumulate``: the accumulation dtype (``u_acc``), or ``"input"`` or a per-dtype
+    mapping resolved with ``input_dtype`` (:func:`accumulation_dtype`): a kernel that
+    accumulates fp16 inputs in fp16 declares it and gets fp16's ``u_acc``.
     ``tf32``: the kernel's dots round fp32 inputs to tf32 here (CUDA, fp32 inputs,
     ``dot_precision="tf32"``): widen by the tf32 term.
     """
+    accumulate = accumulation_dtype(accumulate, input_dtype)
     u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
     u_acc = UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"])
     depth = math.sqrt(max(reduction, 1))

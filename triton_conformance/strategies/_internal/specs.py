@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from triton_conformance.model.contract import MASK_CLASSES, VALUE_CLASSES, Contract, Dim
+from triton_conformance.model.contract import MASK_CLASSES, RANGED_VALUE_CLASSES, VALUE_CLASSES, Contract, Dim
 from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, layout_applies
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
@@ -22,6 +22,11 @@ DEFAULT_MAX_ELEMENTS = 1 << 14
 DEFAULT_MAX_OUTER = 64
 # Past the largest block a row kernel plausibly uses in one tile.
 BEYOND_BLOCK = 4097
+# One draw in WIDE_ODDS + 1 makes another dim than the widest the wide one (a long
+# batch of short rows), up to WIDE_OUTER_FACTOR * max_outer: each program costs
+# milliseconds under the interpreter, and outer dims usually set the grid.
+WIDE_ODDS = 15
+WIDE_OUTER_FACTOR = 4
 
 
 def _dim_order(contract: Contract) -> list[str]:
@@ -49,18 +54,50 @@ def _integer_root(n: int, r: int) -> int:
     return c
 
 
+def wide_candidates(contract: Contract, max_outer: int) -> list[str]:
+    """The dims other than the widest that a draw may make the wide one: those whose range passes ``max_outer``."""
+    widest = _largest_dim(contract)
+    return [s for s, d in contract.dims.items() if s != widest and d.max > max_outer]
+
+
 @st.composite
 def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: int,
           forced: dict[str, int], palette: bool = False) -> dict[str, int]:
-    """Draw every dim symbol, keeping each input's element count within ``budget``."""
+    """Draw every dim symbol, keeping each input's element count within ``budget``.
+
+    The widest dim (the reduced one if named) takes what the budget leaves; every
+    other dim is capped at ``max_outer``.  One draw in ``WIDE_ODDS + 1`` then draws
+    again with another dim as the wide one, up to ``WIDE_OUTER_FACTOR * max_outer``,
+    every other dim (the usual widest included) capped at ``max_outer``.  The choice
+    comes after the ordinary draw, so a failure shrinks as before.
+    """
+    out = _draw_dims(draw, contract, shape_class, budget, max_outer, forced, palette, _largest_dim(contract), None)
+    others = [s for s in wide_candidates(contract, max_outer) if s not in forced]
+    if others and shape_class != "tiny" and not forced and draw(_WIDE_CHOICE) == WIDE_ODDS:
+        wide = draw(st.sampled_from(others))
+        out = _draw_dims(draw, contract, shape_class, budget, max_outer, forced, palette, wide,
+                         WIDE_OUTER_FACTOR * max_outer)
+    return out
+
+
+_WIDE_CHOICE = st.integers(0, WIDE_ODDS)
+
+
+def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: int, forced: dict[str, int],
+               palette: bool, widest: str, wide_cap: int | None) -> dict[str, int]:
     out: dict[str, int] = dict(forced)
-    widest = _largest_dim(contract)
-    for sym in _dim_order(contract):
+    order = _dim_order(contract)
+    if wide_cap is not None:  # the wide one first, so it gets its range before the budget bites
+        order.remove(widest)
+        order.insert(0, widest)
+    for sym in order:
         if sym in out:
             continue
         d = contract.dims[sym]
         if sym != widest:
             d = Dim(d.min, max(d.min, min(d.max, max_outer)))
+        elif wide_cap is not None:
+            d = Dim(d.min, max(d.min, min(d.max, wide_cap)))
         # The budget for this dim: what remains in the tightest input that holds it,
         # after the minimum of each dim still to be drawn is set aside.
         cap = d.max
@@ -97,15 +134,27 @@ def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None,
     """Strategy for the dims a cell pins before the rest are drawn."""
     dims = contract.dims
     if shape_class == "beyond-block":
-        sym = _largest_dim(contract)
-        hi = dims[sym].max
-        lo = max(dims[sym].min, min(BEYOND_BLOCK, hi // 2 + 1))
-        top = max(lo, min(hi, 2 * budget))
-        if palette:  # the boundary itself, the next multiple of 16 and one past it
-            up16 = -(-lo // 16) * 16
-            return st.sampled_from(sorted({n for n in (lo, up16, up16 + 1) if n <= top} | {lo})).map(
-                lambda n: {sym: n})
-        return st.integers(lo, top).map(lambda n: {sym: n})
+        # The widest dim, or an outer one (a long batch: the other dims then stay small).
+        wide = [_largest_dim(contract)] + [s for s, d in dims.items()
+                                           if s != _largest_dim(contract) and d.max >= BEYOND_BLOCK]
+        return st.sampled_from(wide).flatmap(lambda sym: _beyond_block(contract, sym, budget, palette))
+    return _other_forced_dims(contract, shape_class, layout_class)
+
+
+def _beyond_block(contract: Contract, sym: str, budget: int, palette: bool):
+    """Strategy pinning ``sym`` past a block."""
+    hi = contract.dims[sym].max
+    lo = max(contract.dims[sym].min, min(BEYOND_BLOCK, hi // 2 + 1))
+    top = max(lo, min(hi, 2 * budget))
+    if palette:  # the boundary itself, the next multiple of 16 and one past it
+        up16 = -(-lo // 16) * 16
+        return st.sampled_from(sorted({n for n in (lo, up16, up16 + 1) if n <= top} | {lo})).map(
+            lambda n: {sym: n})
+    return st.integers(lo, top).map(lambda n: {sym: n})
+
+
+def _other_forced_dims(contract: Contract, shape_class: str, layout_class: str | None):
+    dims = contract.dims
     if shape_class == "empty":
         admits_zero = [s for s, d in dims.items() if d.min == 0]
         return st.sampled_from(admits_zero or list(dims)).map(lambda s: {s: 0})
@@ -122,9 +171,15 @@ def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None,
 
 
 def _pick_dtype(contract: Contract, dtype: str) -> dict[str, str]:
-    """Give ``dtype`` to every tensor input that claims it, and masks their own dtype."""
+    """Give ``dtype`` to every tensor input that claims it, and masks their own dtype.
+
+    An input declared ``same_dtype_as=`` another takes that input's dtype, so a
+    probe of an unclaimed dtype changes them together.
+    """
     out = {}
     for name, spec in contract.inputs.items():
+        if getattr(spec, "same_dtype_as", None) is not None:
+            continue
         if spec.is_mask:
             out[name] = spec.dtypes[0]
         elif dtype in spec.dtypes or (dtype not in contract.float_dtypes() and spec.dtypes[0] in
@@ -132,7 +187,10 @@ def _pick_dtype(contract: Contract, dtype: str) -> dict[str, str]:
             out[name] = dtype
         else:
             out[name] = spec.dtypes[0]
-    return out
+    for name, spec in contract.inputs.items():
+        if getattr(spec, "same_dtype_as", None) is not None:
+            out[name] = out[spec.same_dtype_as]
+    return {name: out[name] for name in contract.inputs}
 
 
 @st.composite
@@ -185,14 +243,17 @@ def specs(
       (a class per input), ``"memory"`` (a class per input that claims any layout), or None;
     - ``dtype``: the dtype every input that claims it gets (one it does not claim, for a probe);
     - ``shape``: ``"any"``, ``"tiny"``, ``"non-pow2"``, ``"beyond-block"``, ``"empty"`` or ``"beyond-range"``;
-    - ``values``: the value class of the inputs' contents (``"ordinary"``, ``"nan"``, ...);
+    - ``values``: the value class of the inputs' contents (``"ordinary"``, ``"nan"``, ...;
+      ``"extreme"`` fills inputs that declare a ``value_range`` out to its ends);
     - ``mask``: the mask class (default ``"random"`` when the contract has a mask);
     - ``dtypes``: float dtypes that may be drawn where no dtype is pinned
       (default: all the contract claims);
     - ``max_elements``: cap on each input's element count (the contract's own
       ``max_elements`` caps it too; default 16384), except for dims a class pins;
     - ``max_outer``: cap on every dim but the widest (the reduced one if named),
-      since those usually set the grid;
+      since those usually set the grid; one draw in 16 makes another dim the wide
+      one instead, up to 4 * ``max_outer`` (``shape="beyond-block"`` may pin an
+      outer dim past 4096, the other dims then taking what the budget leaves);
     - ``palette``: draw sizes from :func:`palette_sizes`, a few per Triton
       specialization class, so that on a compiling back end (CUDA) repeated
       examples reuse kernels instead of compiling one per example.
@@ -202,7 +263,7 @@ def specs(
     if layout is not None:
         check_one_of("specs", "layout", layout, LAYOUT_DRAWS)
     check_one_of("specs", "shape", shape, SHAPE_CLASSES)
-    check_one_of("specs", "values", values, ("ordinary",) + VALUE_CLASSES)
+    check_one_of("specs", "values", values, ("ordinary",) + VALUE_CLASSES + RANGED_VALUE_CLASSES)
     if mask is not None:
         check_one_of("specs", "mask", mask, MASK_CLASSES)
     caps = [c for c in (max_elements, contract.max_elements) if c]
@@ -213,7 +274,7 @@ def specs(
 
     drawn_dtype = st.just(dtype) if dtype is not None else st.sampled_from(pool)
     scalars = st.fixed_dictionaries({
-        name: (st.integers(int(s.low), int(s.high)) if s.kind == "int"
+        name: (st.integers(int(s.low), int(s.high)) if s.kind == "int" else st.booleans() if s.kind == "bool"
                else st.floats(s.low, s.high, allow_nan=False, allow_infinity=False))
         for name, s in contract.scalars.items()
     })

@@ -17,7 +17,7 @@ import torch
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 from triton_conformance.strategies._internal.masks import fill_mask
-from triton_conformance.strategies._internal.values import fill_values
+from triton_conformance.strategies._internal.values import fill_indices, fill_values
 
 __all__ = ["BuiltInputs", "build_inputs", "torch_dtype", "SENTINELS"]
 
@@ -96,8 +96,11 @@ def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", devic
                 values = keep.to(dtype)
             else:
                 values = torch.where(keep, 0.0, -math.inf).to(dtype)
+        elif decl.index_of is not None:
+            values = fill_indices(physical, spec.dims[decl.index_of], decl.special, seed, device=device).to(dtype)
         else:
-            values = fill_values(physical, dtype, spec.values, seed, device=device).to(dtype)
+            values = fill_values(physical, dtype, spec.values, seed, device=device,
+                                 value_range=decl.value_range).to(dtype)
         if buffer.numel() and all(shape):
             phys_strides = tuple(0 if d in layout.broadcast else s for d, s in enumerate(strides))
             buffer.as_strided(physical, phys_strides, offset).copy_(values.to(device))

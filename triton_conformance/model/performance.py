@@ -27,13 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_conformance.errors import InvalidContract
 from triton_conformance.model.contract import (
     FLOAT_DTYPES,
     OTHER_DTYPES,
     Contract,
     check_accepts,
 )
-from triton_conformance.errors import InvalidContract
 
 __all__ = [
     "FIGURE_KEYS",

@@ -400,3 +400,15 @@ def test_a_wide_draw_shrinks_back_to_the_ordinary_one():
     c = contract(LONG_BATCH, LONG_DIMS, reduces="N")
     spec = find(specs(c, max_elements=4096, max_outer=16), lambda s: s.dims["N"] >= 1, settings=SEARCH)
     assert spec.dims["M"] <= 16
+
+
+def test_cells_that_run_at_a_fixed_size_pass_a_flag_as_false_not_a_midpoint():
+    from triton_conformance import Scalar
+    from triton_conformance.conformance.large_index import large_index_plan
+
+    assert Scalar(kind="bool").representative() is False
+    assert Scalar(3, 9, kind="int").representative() == 3
+    assert Scalar(0.0, 1.0).representative() == 0.5
+    contract = Contract(inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 1 << 32)},
+                        scalars={"flag": Scalar(kind="bool")}, oracle=lambda x, flag: x)
+    assert large_index_plan(contract).scalars == {"flag": False}  # it was 0.5

@@ -156,7 +156,7 @@ def large_index_plan(contract: Contract) -> LargeIndexPlan | str:
     dtype = _pick_dtype(contract)
     if dtype is None:
         return "the inputs claim no dtype in common"
-    scalars = {n: (int(s.low) if s.kind == "int" else (s.low + s.high) / 2) for n, s in contract.scalars.items()}
+    scalars = {n: s.representative() for n, s in contract.scalars.items()}
     fill = max(1, -(-TAIL_ELEMENTS // inner))
     return LargeIndexPlan(dims={row: rows, **dims}, dtype=dtype, row_dim=row, fill_rows=min(fill, rows),
                           scalars=scalars, params=params, reduced=row == contract.reduces)

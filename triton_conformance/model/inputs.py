@@ -231,6 +231,13 @@ class Scalar:
         if self.high < self.low:
             raise InvalidContract(f"Scalar: cannot have high={self.high!r} < low={self.low!r}")
 
+    def representative(self) -> float | int | bool:
+        """The one value a cell that runs at a fixed size passes: False for a flag, the lower
+        end for an int (a seed, a count), the middle of the range for a float."""
+        if self.kind == "bool":
+            return False
+        return int(self.low) if self.kind == "int" else (self.low + self.high) / 2
+
 
 @dataclass(frozen=True, slots=True)
 class Tolerance:

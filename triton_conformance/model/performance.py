@@ -141,15 +141,8 @@ class Performance:
         return out
 
     def scalars_for(self, contract: Contract) -> dict[str, float]:
-        """Scalar values at the measured size: the declared ones, else each range's middle."""
-        out = {}
-        for name, s in contract.scalars.items():
-            if name in self.scalars:
-                out[name] = self.scalars[name]
-            else:
-                mid = (s.low + s.high) / 2
-                out[name] = round(mid) if s.kind == "int" else mid
-        return out
+        """Scalar values at the measured size: the declared ones, else each scalar's representative value."""
+        return {name: self.scalars.get(name, s.representative()) for name, s in contract.scalars.items()}
 
     def work(self, contract: Contract) -> tuple[float | None, float | None]:
         """``(bytes, flops)`` for the measured size; None for what is not declared."""

@@ -95,7 +95,7 @@ class Experiment:
     def params(self, probability: float, seed: int) -> dict[str, float]:
         params = {}
         for name, s in self.contract.scalars.items():
-            params[name] = int(s.low) if s.kind == "int" else (s.low + s.high) / 2
+            params[name] = s.representative()
         if self.model.probability_name is not None:
             params[self.model.probability_name] = probability
         params[self.seed_key] = seed

@@ -42,6 +42,7 @@ examples:
   triton-conformance run --shard 2/4 --results shard2.json   one shard of four (one per machine)
   triton-conformance merge shard*.json -o results.json        the shards into the whole run
   triton-conformance merge cpu.json h200.json -o matrix.json  a cross-device matrix, divergences listed
+  triton-conformance fleet --address auto --devices interpreter,H200 --shards 4   shards on a Ray cluster
 
 Every run option is also a pytest flag --conformance-NAME, an ini option
 conformance_NAME and an environment variable CONFORMANCE_NAME.
@@ -88,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("old", help="the baseline results JSON")
     diff.add_argument("new", help="the results JSON to judge")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON instead of text")
+    from triton_conformance.fleet.command import add_fleet_parser
+
+    add_fleet_parser(sub)
     merge = sub.add_parser(
         "merge", help="merge results files: the shards of a run, or runs on several devices into one matrix",
         description="Merge results files into one: the shards of one run (--shard K/N) into the whole run, or "
@@ -325,6 +329,12 @@ def _find_cell(doc: dict, path: str, wanted: str) -> dict:
     raise SystemExit(EXIT_USAGE)
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    from triton_conformance.fleet.command import fleet
+
+    return fleet(args, html_path_for(args.output))
+
+
 def _replay(args: argparse.Namespace) -> int:
     doc = _read("replay", args.results)
     result = _find_cell(doc, args.results, args.cell)
@@ -346,7 +356,7 @@ def _replay(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     commands = {"run": _run, "nightly": _nightly, "show": _show, "report": _report, "diff": _diff,
-                "replay": _replay, "merge": _merge}
+                "replay": _replay, "merge": _merge, "fleet": _fleet}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away is found here, not at exit

@@ -14,6 +14,7 @@ KERNEL_MODULES = [
     "kernels_under_test.matmul",
     "kernels_under_test.dropout",
     "kernels_under_test.stochastic_rounding",
+    "kernels_under_test.rms_norm",
 ]
 
 

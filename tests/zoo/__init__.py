@@ -28,6 +28,7 @@ MODULES = (
     "zoo_stochastic_rounding",
     "zoo_features",
     "zoo_launchers",
+    "zoo_gradients",
 )
 
 

@@ -48,7 +48,35 @@ __all__ = [
     "Scalar",
     "Tolerance",
     "Contract",
+    "Backward",
 ]
+
+
+@dataclass(frozen=True)
+class Backward:
+    """A subject's backward, as its contract declares it (``register(..., backward=...)``).
+
+    - ``grads``: the inputs that get gradients (default: every float Tensor input);
+    - ``output``: the dim symbols of the output's shape, which grad_output has
+      (default: the shape of the first input in ``grads``);
+    - ``reduces``: gradient name -> dim symbol(s) its computation sums over, which
+      scale its tolerance (default: the output dims the input lacks, as dW sums
+      over rows; else the forward's ``reduces``);
+    - ``deterministic``: bitwise-identical gradients for identical inputs (None: as
+      the forward claims; False for a dW reduced with atomics);
+    - ``overwrites_grad_output``: the backward may write into grad_output;
+    - ``error_scale``: a torch function of the inputs, ``grad_output`` and the scalars (by
+      keyword, float64) giving {gradient name: the magnitude its rounding errors scale with},
+      elementwise or a number (the terms it sums, where they cancel); default the largest
+      ``|oracle gradient|``.
+    """
+
+    grads: tuple[str, ...] = ()
+    output: tuple[str, ...] | None = None
+    reduces: Mapping[str, Any] = field(default_factory=dict)
+    deterministic: bool | None = None
+    overwrites_grad_output: bool = False
+    error_scale: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +110,9 @@ class Contract:
     # Inputs the launcher writes into: they may change, and their contents after the
     # call are judged as outputs (after the returned ones) against the oracle's.
     inplace: tuple[str, ...] = ()
+    # The subject's backward (a Backward; True, or the names that get gradients, as shorthand): its
+    # gradients are judged against float64 autograd of the oracle (the ``grad`` cells).  None: no backward.
+    backward: Any = None
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -138,6 +169,7 @@ class Contract:
         if sum(1 for s in self.inputs.values() if s.is_mask) > 1:
             raise _fail(owner, "inputs", list(self.inputs), "at most one Mask input")
         self._check_inplace()
+        self._check_backward()
         self._check_callable("oracle", self.oracle)
         if self.model is not None:
             self._check_model()
@@ -152,6 +184,59 @@ class Contract:
         if len(set(inplace)) != len(inplace):
             raise _fail("Contract", "inplace", inplace, "each input named once")
         object.__setattr__(self, "inplace", inplace)
+
+    def _check_backward(self) -> None:
+        b = self.backward
+        if b is None or b is False:
+            object.__setattr__(self, "backward", None)
+            return
+        if b is True:
+            b = Backward()
+        elif isinstance(b, str):
+            b = Backward(grads=(b,))
+        elif isinstance(b, (tuple, list)):
+            b = Backward(grads=tuple(b))
+        elif not isinstance(b, Backward):
+            raise _fail("Contract", "backward", b, "True, the names of the inputs that get gradients, "
+                        "or Backward(grads=..., ...)")
+        floats = [n for n in self.tensor_names if getattr(self.inputs[n], "index_of", None) is None
+                  and any(d in FLOAT_DTYPES for d in self.inputs[n].dtypes)]
+        grads = tuple(b.grads) if b.grads else tuple(floats)
+        for name in grads:
+            if name not in floats:
+                raise _fail("Contract", "backward.grads", name, f"names of float Tensor inputs from {floats}")
+        if not grads or len(set(grads)) != len(grads):
+            raise _fail("Contract", "backward.grads", grads, "each float input named once, at least one")
+        output = tuple(b.output) if b.output is not None else tuple(self.inputs[grads[0]].shape)
+        for sym in output:
+            if sym not in self.dims:
+                raise _fail("Contract", "backward.output", sym, f"dims declared in dims={sorted(self.dims)}")
+        reduces = {}
+        for name, syms in dict(b.reduces).items():
+            syms = (syms,) if isinstance(syms, str) else tuple(syms)
+            if name not in grads or any(s not in self.dims for s in syms):
+                raise _fail("Contract", f"backward.reduces[{name!r}]", syms,
+                            f"a gradient from {grads} mapped to dims from {sorted(self.dims)}")
+            reduces[name] = syms
+        if b.error_scale is not None and not callable(b.error_scale):
+            raise _fail("Contract", "backward.error_scale", b.error_scale, "a callable or None")
+        if b.deterministic not in (None, True, False) or not isinstance(b.overwrites_grad_output, bool):
+            raise _fail("Contract", "backward", b, "deterministic None/True/False, overwrites_grad_output a bool")
+        object.__setattr__(self, "backward", replace(
+            b, grads=grads, output=output, reduces=reduces,
+            deterministic=self.deterministic if b.deterministic is None else b.deterministic))
+
+    def grad_reduction(self, name: str, dims: Mapping[str, int]) -> int:
+        """How many terms gradient ``name`` sums (its tolerance's reduction length) at ``dims``."""
+        b = self.backward
+        syms = b.reduces.get(name)
+        if syms is None:
+            missing = tuple(s for s in b.output if s not in self.inputs[name].shape)
+            syms = missing or ((self.reduces,) if self.reduces else ())
+        n = 1
+        for s in syms:
+            n *= max(int(dims.get(s, 1)), 1)
+        return n
 
     def _resolve_same_dtype(self) -> None:
         """Give each ``same_dtype_as=`` input the dtypes of the input it follows."""

@@ -111,8 +111,10 @@ def _assign(module: Any, parameters: Mapping[str, str], kw: Mapping[str, Any], w
         except AttributeError:
             owner, leaf = None, path
         if owner is not None and leaf in getattr(owner, "_parameters", {}):
-            # The drawn view itself (its strides, offset and storage), not a copy; no gradient is asked for.
-            owner._parameters[leaf] = torch.nn.Parameter(kw[name], requires_grad=False)
+            # The drawn view itself (its strides, offset and storage), not a copy.  When a gradient
+            # cell asks for its gradient, the tensor itself, so the gradient reaches the caller's leaf.
+            owner._parameters[leaf] = (kw[name] if kw[name].requires_grad
+                                       else torch.nn.Parameter(kw[name], requires_grad=False))
         elif owner is not None and leaf in getattr(owner, "_buffers", {}):
             owner._buffers[leaf] = kw[name]
         else:

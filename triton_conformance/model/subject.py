@@ -112,6 +112,7 @@ def _as_contract(
     dot_precision: str | None = None,
     strict: bool = False,
     inplace: Iterable[str] = (),
+    backward: Any = None,
 ) -> Contract:
     if oracle is None and model is None:
         raise InvalidContract("subject: oracle=None, expected a torch function evaluated on float64 inputs")
@@ -132,6 +133,7 @@ def _as_contract(
         dot_precision=dot_precision,
         strict=strict,
         inplace=(inplace,) if isinstance(inplace, str) else tuple(inplace),
+        backward=backward,
     )
     check_performance(contract)
     return contract
@@ -182,6 +184,7 @@ def register(
     module: str | None = None,
     inplace: Iterable[str] = (),
     parameters: Mapping[str, str] | None = None,
+    backward: Any = None,
 ) -> Subject:
     """Declare ``launcher`` as a subject and return it.
 
@@ -208,6 +211,9 @@ def register(
     - ``inplace``: inputs the launcher writes into (``("out",)``): they may change, and their
       contents after the call are judged as outputs, after the returned ones (less None and
       less a returned in-place input itself); the oracle returns them in that order.
+    - ``backward``: the subject has a backward: ``True`` (every float input gets a gradient),
+      the names that get gradients (``("x", "weight")``), or ``Backward(...)``; the ``grad``
+      cells judge its gradients against float64 autograd of the oracle.
 
     The launcher may also be a ``torch.autograd.Function`` subclass: ``apply`` gets the
     declared inputs and scalars by position, each at its name's place among ``forward``'s
@@ -231,6 +237,7 @@ def register(
             deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
             accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
             performance=performance, dot_precision=dot_precision, strict=strict, inplace=inplace,
+            backward=backward,
         )
         call, form = _launcher_for(launcher, contract, parameters)
     except InvalidContract as exc:

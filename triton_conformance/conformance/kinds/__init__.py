@@ -20,6 +20,7 @@ from triton_conformance.conformance.kinds.base import (
     unregister_kind,
     unsearched_cells,
 )
+from triton_conformance.conformance.kinds.gradients import GradientCells
 from triton_conformance.conformance.kinds.large_index import LargeIndexCell
 from triton_conformance.conformance.kinds.performance import PerformanceCell
 from triton_conformance.conformance.kinds.searched import (
@@ -39,6 +40,6 @@ __all__ = ["CellContext", "CellKind", "SearchedKind", "catalogue", "cells_for", 
 
 # The built-in kinds, in the matrix's order (a kind sharing a dimension follows its classes).
 for _kind in (LayoutCells, DtypeCells, ShapeCells, LargeIndexCell, ValueCells, MaskCells, MemoryCell,
-              DeterminismCell, StochasticCells, PerformanceCell):
+              DeterminismCell, StochasticCells, PerformanceCell, GradientCells):
     register_kind(_kind)
 del _kind

@@ -1,0 +1,176 @@
+"""Gradient cells (issue 13 section 1): a subject that declares a backward has its gradients judged.
+
+Pure-torch autograd Functions, so these run fast: the backward's gradients
+against float64 autograd of the oracle (each with its own reduction's bound),
+grad_output drawn in every layout class (stride-0 broadcast included), the
+memory checks of the backward (saved inputs, grad_output, unwritten gradient
+elements), determinism where claimed; and contracts without a backward get no
+``grad`` cells at all.
+"""
+
+import itertools
+
+import pytest
+import torch
+
+import triton_conformance as tc
+from triton_conformance import Dim, InvalidContract, Tensor
+from triton_conformance.conformance.backend import Backend
+from triton_conformance.conformance.kinds import cells_for
+from triton_conformance.conformance.runner import run_cell
+from triton_conformance.model.config import run_config
+from triton_conformance.model.contract import Backward
+
+_ids = itertools.count()
+INPUTS = {"x": Tensor(("M", "N"), dtypes=("float32",), layouts="any"),
+          "weight": Tensor(("N",), dtypes=("float32",), layouts="any")}
+DIMS = {"M": Dim(1, 16), "N": Dim(1, 16)}
+
+
+def oracle(x, weight):
+    return x * weight
+
+
+class Scale(torch.autograd.Function):
+    """y = x * weight (weight broadcast over rows): dx = g * w, dw = sum over rows of g * x."""
+
+    bug = None
+
+    @classmethod
+    def forward(cls, ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x * weight
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x, w = ctx.saved_tensors
+        if cls.bug == "contiguous-grad":
+            g = torch.as_strided(g, g.shape, (g.shape[1], 1), g.storage_offset())  # assumes a contiguous g
+        dw = (g * x).sum(0)
+        if cls.bug == "dw-fp16":
+            dw = dw.half().float()
+        if cls.bug == "unwritten" and dw.numel() > 1:
+            out = torch.empty_like(dw)
+            out[:-1] = dw[:-1]
+            dw = out
+        dx = g * w
+        if cls.bug == "writes-x":
+            x.detach().mul_(0.5)
+        if cls.bug == "writes-grad":
+            g.detach().zero_() if g.stride() == g.contiguous().stride() else None
+        if cls.bug == "random" and dw.numel() > 1:
+            dw = dw + torch.rand(()) * 1e-7 * dw.abs().max()
+        return dx, None if cls.bug == "no-dw" else dw
+
+
+def declare(bug=None, backward=("x", "weight"), **kw):
+    fn = type(f"Scale_{bug}", (Scale,), {"bug": bug})
+    return tc.register(fn, name=f"cover_gradients_{bug}_{next(_ids)}", inputs=INPUTS, dims=DIMS, oracle=oracle,
+                       backward=backward, **kw)
+
+
+def cell(subject, name):
+    return run_cell(subject, name, backend=Backend(), config=run_config(profile="ci"))
+
+
+def test_declaring_a_backward_names_its_gradients_and_their_reductions():
+    s = declare(backward=True)
+    assert s.contract.backward.grads == ("x", "weight")
+    assert s.contract.backward.output == ("M", "N")
+    assert s.contract.backward.deterministic is True
+    assert s.contract.grad_reduction("weight", {"M": 7, "N": 3}) == 7  # dW sums over the rows
+    assert s.contract.grad_reduction("x", {"M": 7, "N": 3}) == 1  # elementwise (no forward reduces)
+    assert declare(backward="x").contract.backward.grads == ("x",)
+    with pytest.raises(InvalidContract, match="backward.grads"):
+        declare(backward=("x", "bias"))
+    with pytest.raises(InvalidContract, match="backward"):
+        declare(backward=42)
+
+
+def test_only_a_subject_with_a_backward_gets_grad_cells():
+    plain = tc.register(lambda x, weight: x * weight, name=f"cover_gradients_plain_{next(_ids)}", inputs=INPUTS,
+                        dims=DIMS, oracle=oracle)
+    assert not [c for c in cells_for(plain.contract) if c.startswith("grad")]
+    grads = [c for c in cells_for(declare().contract) if c.startswith("grad")]
+    assert grads == ["grad:layout:contiguous", "grad:layout:transposed", "grad:layout:sliced", "grad:layout:padded",
+                     "grad:layout:offset", "grad:layout:broadcast", "grad:dtype:float32", "grad:memory",
+                     "grad:determinism"]
+    atomics = declare(backward=Backward(grads=("x", "weight"), deterministic=False))
+    assert "grad:determinism" not in cells_for(atomics.contract)
+    assert cell(atomics, "grad:determinism").outcome == "skipped"
+
+
+@pytest.mark.parametrize("name", ["grad:layout:contiguous", "grad:layout:transposed", "grad:layout:sliced",
+                                  "grad:layout:broadcast", "grad:dtype:float32", "grad:memory",
+                                  "grad:determinism"])
+def test_a_correct_backward_is_honoured(name):
+    result = cell(declare(), name)
+    assert result.outcome == "honoured", result.message
+
+
+@pytest.mark.parametrize(("bug", "name", "outcome", "finding"), [
+    ("contiguous-grad", "grad:layout:transposed", "wrong", "mismatch"),
+    ("dw-fp16", "grad:dtype:float32", "wrong", "mismatch"),
+    ("unwritten", "grad:memory", "unsafe", "unwritten"),
+    ("writes-x", "grad:memory", "unsafe", "mutated-input"),
+    ("writes-grad", "grad:layout:contiguous", "unsafe", "mutated-grad-output"),
+    ("no-dw", "grad:layout:contiguous", "wrong", "missing-gradient"),
+    ("random", "grad:determinism", "wrong", "nondeterministic"),
+])
+def test_a_buggy_backward_is_caught_by_its_cell(bug, name, outcome, finding):
+    subject = declare(bug)
+    result = cell(subject, name)
+    assert (result.outcome, result.finding) == (outcome, finding), result.message
+    assert result.counterexample is not None and "grad_output" in result.counterexample.tensors
+    assert subject.name in result.reproducer and "replay_gradients" in result.reproducer
+
+
+def test_a_forward_that_detaches_has_no_backward():
+    s = tc.register(lambda x, weight: (x * weight).detach(), name=f"cover_gradients_detached_{next(_ids)}",
+                    inputs=INPUTS, dims=DIMS, oracle=oracle, backward=True)
+    result = cell(s, "grad:layout:contiguous")
+    assert (result.outcome, result.finding) == ("wrong", "no-backward"), result.message
+
+
+def test_the_contiguous_grad_bug_passes_with_a_contiguous_grad_output():
+    assert cell(declare("contiguous-grad"), "grad:layout:contiguous").outcome == "honoured"
+
+
+def test_a_declared_overwrite_of_grad_output_is_allowed():
+    s = declare("writes-grad", backward=Backward(grads=("x", "weight"), overwrites_grad_output=True))
+    assert cell(s, "grad:layout:contiguous").outcome == "honoured"
+
+
+def test_the_bound_of_dw_grows_with_the_rows_it_sums():
+    from triton_conformance.oracles.tolerance import default_bound
+
+    s = declare()
+    few = default_bound(out_dtype="float32", reduction=s.contract.grad_reduction("weight", {"M": 1, "N": 4}))
+    many = default_bound(out_dtype="float32", reduction=s.contract.grad_reduction("weight", {"M": 16, "N": 4}))
+    assert many.rtol > few.rtol
+
+
+def test_an_oracle_whose_backward_raises_is_an_oracle_error():
+    def no_grad_oracle(x, weight):
+        return (x * weight).detach()  # no graph: autograd.grad raises
+
+    s = tc.register(Scale, name=f"cover_gradients_bad_oracle_{next(_ids)}", inputs=INPUTS, dims=DIMS,
+                    oracle=no_grad_oracle, backward=True)
+    result = cell(s, "grad:layout:contiguous")
+    assert (result.outcome, result.finding) == ("oracle-error", "oracle-raised"), result.message
+
+
+class ScaleModule(torch.nn.Module):
+    def __init__(self, N):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(N))
+
+    def forward(self, x):
+        return Scale.apply(x, self.weight)
+
+
+def test_a_module_subject_gets_its_parameters_gradient():
+    s = tc.register(lambda N: ScaleModule(N), name=f"cover_gradients_module_{next(_ids)}", inputs=INPUTS, dims=DIMS,
+                    oracle=oracle, parameters={"weight": "weight"}, backward=True)
+    assert cell(s, "grad:layout:sliced").outcome == "honoured"
+    assert cell(s, "layout:contiguous").outcome == "honoured"  # the forward cells are unchanged

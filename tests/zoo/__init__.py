@@ -29,6 +29,7 @@ MODULES = (
     "zoo_features",
     "zoo_launchers",
     "zoo_gradients",
+    "zoo_autotune",
 )
 
 

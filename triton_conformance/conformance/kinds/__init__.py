@@ -7,6 +7,7 @@ after the built-in kinds; its cells then appear in collection, the matrix,
 the results JSON's catalogue and the report.
 """
 
+from triton_conformance.conformance.kinds.autotune import AutotuneCells
 from triton_conformance.conformance.kinds.base import (
     CellContext,
     CellKind,
@@ -40,6 +41,7 @@ __all__ = ["CellContext", "CellKind", "SearchedKind", "catalogue", "cells_for", 
 
 # The built-in kinds, in the matrix's order (a kind sharing a dimension follows its classes).
 for _kind in (LayoutCells, DtypeCells, ShapeCells, LargeIndexCell, ValueCells, MaskCells, MemoryCell,
-              DeterminismCell, StochasticCells, PerformanceCell, GradientCells):
+              DeterminismCell, StochasticCells, PerformanceCell, GradientCells,
+              AutotuneCells):
     register_kind(_kind)
 del _kind

@@ -1,0 +1,264 @@
+"""The autotune kind: each surviving config of an @triton.autotune kernel is a cell, and the tuning's
+side effects (the benchmark's runs, their order, the key's cache) are judged."""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below is defined
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from triton_conformance import Dim, Tensor, subject  # noqa: E402
+from triton_conformance.conformance.autotune import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
+from triton_conformance.conformance.kinds import cells_for, kind_of  # noqa: E402
+from triton_conformance.conformance.kinds.autotune import replay_autotune  # noqa: E402
+from triton_conformance.conformance.runner import run_cell  # noqa: E402
+from triton_conformance.errors import InvalidArgument  # noqa: E402
+from triton_conformance.model.config import run_config  # noqa: E402
+from triton_conformance.model.spec import Spec  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs kernels on the interpreter")
+
+CI = run_config(profile="ci")
+CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((16, 1), (32, 2), (64, 4), (128, 4))]
+VEC = dict(inputs={"x": Tensor(("N",), dtypes=("float32",))}, dims={"N": Dim(1, 200)}, oracle=lambda x: x * 2)
+
+
+def keep_wide_enough(configs, named_args, **kwargs):
+    kept = [c for c in configs if c.kwargs["BLOCK"] >= named_args["n"]]
+    return kept or configs[-1:]
+
+
+@triton.jit
+def _double_block(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+# One program holds the whole vector: the pruning keeps blocks at least n wide.
+@triton.autotune(configs=CONFIGS, key=["n"], prune_configs_by={"early_config_prune": keep_wide_enough})
+@triton.jit
+def double_one_block(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    _double_block(out_ptr, x_ptr, n, BLOCK)
+
+
+@triton.autotune(configs=CONFIGS, key=["m"], prune_configs_by={"early_config_prune": keep_wide_enough})
+@triton.jit
+def double_one_block_keyed_on_m(out_ptr, x_ptr, n, m, BLOCK: tl.constexpr):  # m: an argument that is not n
+    _double_block(out_ptr, x_ptr, n, BLOCK)
+
+
+@triton.autotune(configs=CONFIGS[:1], key=["n"])
+@triton.jit
+def double_one_config(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    _double_block(out_ptr, x_ptr, n, BLOCK)
+
+
+def _one_block(kernel, x, *extra):
+    out = torch.empty_like(x)
+    kernel[(1,)](out, x, x.shape[0], *extra)
+    return out
+
+
+@subject(**VEC, family="cover_autotune_direct")
+def cover_autotune_direct(x):
+    out = torch.empty_like(x)
+    double_one_block[(1,)](out, x, x.shape[0])
+    return out
+
+
+def library_double(x):
+    """A library entry point that launches the kernel: the subject calls this, not the kernel."""
+    return _one_block(double_one_block, x)
+
+
+@subject(**VEC, family="cover_autotune_helper")
+def cover_autotune_helper(x):
+    return library_double(x)
+
+
+KERNELS = {"double": double_one_block}
+
+
+@subject(**VEC, family="cover_autotune_declared")
+@autotuned(double_one_block)
+def cover_autotune_declared(x):
+    return _one_block(KERNELS["double"], x)  # looked up at run time: not in the code, so declared
+
+
+@subject(**VEC, family="cover_autotune_key")
+def cover_autotune_key_omits_n(x):
+    return _one_block(double_one_block_keyed_on_m, x, 1)
+
+
+@subject(**VEC, family="cover_autotune_one_config")
+def cover_autotune_one_config(x):
+    return _one_block(double_one_config, x)
+
+
+# %% The benchmark: an atomic accumulation into an in-place output, with and without reset_to_zero.
+
+SUM_CONFIGS = [triton.Config({"BLOCK": b}) for b in (16, 32, 64, 128)]
+
+
+@triton.jit
+def _sum_body(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+@triton.autotune(configs=SUM_CONFIGS, key=["n"])
+@triton.jit
+def sum_no_reset(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    _sum_body(out_ptr, x_ptr, n, BLOCK)
+
+
+@triton.autotune(configs=SUM_CONFIGS, key=["n"], reset_to_zero=["out_ptr"])
+@triton.jit
+def sum_reset(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    _sum_body(out_ptr, x_ptr, n, BLOCK)
+
+
+SUM = dict(inputs={"x": Tensor(("N",), dtypes=("float32",)), "out": Tensor(("ONE",), dtypes=("float32",))},
+           dims={"N": Dim(1, 200), "ONE": Dim(1, 1)}, oracle=lambda x, out: x.sum().reshape(1), inplace=("out",),
+           deterministic=False, reduces="N")
+
+
+def _sum(kernel, x, out):
+    out.zero_()
+    kernel[lambda meta: (triton.cdiv(x.shape[0], meta["BLOCK"]),)](out, x, x.shape[0])
+
+
+@subject(**SUM, family="cover_autotune_sum")
+def cover_autotune_sum_no_reset(x, out):
+    _sum(sum_no_reset, x, out)
+
+
+@subject(**SUM, family="cover_autotune_sum")
+def cover_autotune_sum_reset(x, out):
+    _sum(sum_reset, x, out)
+
+
+# %% Order: a lazily sized workspace that the first config to run sets (and the launcher clears).
+
+WORKSPACE = {}
+
+
+@triton.autotune(configs=SUM_CONFIGS, key=["n"])
+@triton.jit
+def add_first_block(out_ptr, x_ptr, ws_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    first = tl.atomic_cas(ws_ptr, 0, BLOCK)  # the first config to run claims the workspace
+    first = tl.where(first == 0, BLOCK, first)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x * 2 + (first - 16), mask=offs < n)  # right only if BLOCK=16 ran first
+
+
+@subject(**VEC, family="cover_autotune_order")
+def cover_autotune_order_dependent(x):
+    ws = WORKSPACE.setdefault("ws", torch.zeros(1, dtype=torch.int32))
+    ws.zero_()
+    out = torch.empty_like(x)
+    add_first_block[lambda meta: (triton.cdiv(x.shape[0], meta["BLOCK"]),)](out, x, ws, x.shape[0])
+    return out
+
+
+def _cells(s):
+    return [c for c in cells_for(s.contract) if c.startswith("autotune")]
+
+
+def test_each_declared_config_and_the_side_effects_are_cells_of_autotuned_subjects_only():
+    expected = [f"autotune:config{i}" for i in range(4)] + ["autotune:benchmark", "autotune:order", "autotune:key"]
+    for s in (cover_autotune_direct, cover_autotune_helper, cover_autotune_declared):
+        assert _cells(s) == expected, s.name
+        assert tuners_for(s) == (double_one_block,)
+    for c in expected:
+        assert kind_of(c)[1] == c.partition(":")[2]
+    assert _cells(cover_autotune_one_config) == []  # one config: nothing to tune
+    from kernels_under_test.vector_add import add
+
+    assert _cells(add) == []
+
+
+def test_reveal_finds_kernels_in_closures_modules_and_classes_and_autotuned_checks_its_arguments():
+    def outer():
+        kernel = double_one_block
+
+        def launcher(x):
+            return kernel[(1,)](x)
+        return launcher
+
+    assert reveal(outer()) == (double_one_block,)
+
+    class Module:
+        def forward(self, x):
+            return _one_block(sum_reset, x)
+
+    assert reveal(Module()) == (sum_reset,)
+    assert reveal(lambda x: x * 2) == ()
+    with pytest.raises(InvalidArgument, match="autotune"):
+        autotuned(_double_block)
+
+
+def test_config_names():
+    assert config_name(CONFIGS[2]) == "BLOCK=64,num_warps=4,num_stages=3"
+
+
+def test_a_config_cell_runs_only_its_config_and_names_it():
+    result = run_cell(cover_autotune_helper, "autotune:config1", config=CI)
+    assert result.outcome == "honoured", result.message
+    assert result.message.startswith("config BLOCK=32,num_warps=2,num_stages=3: ")
+    assert result.details["config"] == "BLOCK=32,num_warps=2,num_stages=3"
+    assert set(result.details["launches_per_config"]) == {"BLOCK=32,num_warps=2,num_stages=3"}
+    assert result.details["compiles_per_config"] is None  # the interpreter compiles nothing
+    # BLOCK=16 is pruned wherever n > 16: those draws are discarded, not failed.
+    narrow = run_cell(cover_autotune_helper, "autotune:config0", config=CI)
+    assert narrow.outcome == "honoured" and narrow.details["pruned_discarded"] > 0, narrow.message
+    assert "discarded where the kernel's own pruning drops it" in narrow.message
+    # The hooks are gone afterwards: the tuner is as it was.
+    assert "prune_configs" not in double_one_block.__dict__ and "run" not in double_one_block.fn.__dict__
+    assert double_one_block.cache == {}
+
+
+def test_a_launch_where_the_pinned_config_is_pruned_is_refused_so_the_search_discards_it():
+    with Tuning((double_one_block,)) as tuning:
+        tuning.pins = {id(double_one_block): "BLOCK=16,num_warps=1,num_stages=3"}
+        x = torch.randn(100)
+        from triton_conformance.conformance.autotune import ConfigPruned
+
+        with pytest.raises(ConfigPruned, match="pruned here"):
+            tuning.wrap(cover_autotune_direct).launcher(x=x)
+        assert tuning.pruned == 1
+
+
+def test_the_benchmark_cell_catches_a_missing_reset_to_zero_and_passes_with_it():
+    bad = run_cell(cover_autotune_sum_no_reset, "autotune:benchmark", config=CI)
+    assert (bad.outcome, bad.finding) == ("wrong", "mismatch"), bad.message
+    assert "neither reset_to_zero nor restore_value" in bad.message
+    assert bad.details["hooks"] == {"sum_no_reset": {"reset_to_zero": [], "restore_value": []}}
+    assert "cover_autotune_sum_no_reset" in bad.reproducer and "autotune:benchmark" in bad.reproducer
+    good = run_cell(cover_autotune_sum_reset, "autotune:benchmark", config=CI)
+    assert good.outcome == "honoured", good.message
+    # Pinned, one config runs: no benchmark, so the missing reset is invisible there.
+    assert run_cell(cover_autotune_sum_no_reset, "autotune:config0", config=CI).outcome == "honoured"
+
+
+def test_the_order_cell_catches_a_result_that_depends_on_which_config_ran_first():
+    result = run_cell(cover_autotune_order_dependent, "autotune:order", config=CI)
+    assert (result.outcome, result.finding) == ("wrong", "config-order-dependent"), result.message
+    assert result.counterexample is not None
+    assert run_cell(cover_autotune_direct, "autotune:order", config=CI).outcome == "honoured"
+
+
+def test_the_key_cell_catches_a_cached_choice_reused_for_a_dim_the_key_omits():
+    result = run_cell(cover_autotune_key_omits_n, "autotune:key", config=CI)
+    assert (result.outcome, result.finding) == ("unsafe", "unwritten"), result.message
+    assert result.details["uncovered_dim"] == "N" and result.details["key"] == {
+        "double_one_block_keyed_on_m": ["m"]}
+    assert result.counterexample.spec["dims"]["N"] == 17  # shrunk: the narrowest block is 16 wide
+    with pytest.raises(AssertionError, match="unwritten"):
+        replay_autotune(__name__, "cover_autotune_key_omits_n", "autotune:key",
+                        Spec.from_dict(result.counterexample.spec))
+    assert run_cell(cover_autotune_direct, "autotune:key", config=CI).outcome == "honoured"

@@ -1,0 +1,350 @@
+"""Autotuned kernels under test: find them, pin one config, and emulate the tuning benchmark.
+
+A subject's ``@triton.autotune`` kernels are the ones its launcher declares
+(``@autotuned(kernel, ...)`` under ``@subject``) or, by default, the ones its
+code reveals: the launcher's globals, closure and the helpers (functions,
+classes, modules) it names, a few calls deep.
+
+:class:`Tuning` hooks each tuner for the duration of a cell (instance
+attributes only, removed afterwards), so that a launch
+
+- ``pin``: runs one named config if the kernel's own pruning keeps it (a
+  launch where it is pruned raises :class:`ConfigPruned`: the example is
+  discarded, never failed);
+- ``bench``: runs every surviving config on the same inputs first, as the
+  autotuner's benchmark does (``reset_to_zero`` / ``restore_value`` hooks
+  included), in a chosen order, with a fixed winner, then the final call;
+- ``choose``: runs the ``j``-th survivor (priming the tuner's cache for the
+  ``autotune:key`` cell).
+
+Each launch of the kernel is attributed to its config (``launches``), and on
+CUDA each new specialization too (``compiles``).  Under the interpreter the
+compat layer's autotune shim has already pruned; nothing is timed anywhere:
+the benchmark's ``do_bench`` runs each config :data:`BENCH_RUNS` times and
+returns a made-up timing that makes the chosen winner win.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.errors import InvalidArgument
+
+__all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",
+           "AUTOTUNED_ATTR"]
+
+AUTOTUNED_ATTR = "__conformance_autotuned__"
+BENCH_RUNS = 1  # kernel_call()s per config in an emulated do_bench: one already shows a missing reset
+_FOREIGN = ("torch", "triton", "numpy", "hypothesis", "triton_conformance", "builtins", "typing", "functools")
+
+
+def tuner_of(obj: Any) -> Any:
+    """The ``triton.runtime.autotuner.Autotuner`` behind ``obj`` (through ``@triton.heuristics``), or None."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # pragma: no cover - triton is a dependency
+        return None
+    k = obj
+    for _ in range(8):
+        if isinstance(k, Autotuner):
+            return k
+        if k is None or not type(k).__module__.startswith("triton."):
+            return None
+        k = getattr(k, "fn", None)
+    return None
+
+
+def autotuned(*kernels: Any) -> Callable[[Any], Any]:
+    """Decorator for a launcher (under ``@subject``): the ``@triton.autotune`` kernels it runs.
+
+    Needed only where they cannot be found in the launcher's code (a kernel
+    picked from a table at run time, a launcher in a compiled extension).
+    """
+    if not kernels or any(tuner_of(k) is None for k in kernels):
+        raise InvalidArgument(f"autotuned{kernels!r}: expected @triton.autotune kernels")
+
+    def mark(launcher: Any) -> Any:
+        setattr(launcher, AUTOTUNED_ATTR, tuple(kernels))
+        return launcher
+
+    return mark
+
+
+def _foreign(obj: Any) -> bool:
+    module = getattr(obj, "__module__", None) or ""
+    return module.split(".")[0] in _FOREIGN
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names) | set(code.co_freevars)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def reveal(target: Any, depth: int = 4) -> tuple:
+    """The autotuners ``target``'s code runs: a declared ``@autotuned(...)`` list, else those found
+    in its globals, closure and the user helpers it names (``depth`` calls deep), in order found."""
+    found: list = []
+    seen: set[int] = set()
+
+    def add(tuner: Any) -> None:
+        if all(t is not tuner for t in found):
+            found.append(tuner)
+
+    def visit(obj: Any, depth: int) -> None:
+        if id(obj) in seen or depth < 0:
+            return
+        seen.add(id(obj))
+        tuner = tuner_of(obj)
+        if tuner is not None:
+            add(tuner)
+            return
+        declared = getattr(obj, AUTOTUNED_ATTR, None) if not isinstance(obj, types.ModuleType) else None
+        if isinstance(declared, tuple):
+            for k in declared:
+                add(tuner_of(k))
+            return
+        if isinstance(obj, (staticmethod, classmethod, types.MethodType)):
+            obj = obj.__func__
+        if inspect.isfunction(obj):
+            if _foreign(obj):
+                return
+            g = obj.__globals__
+            names = _names(obj.__code__)
+            for name in sorted(names):
+                if name in g:
+                    value = g[name]
+                    if isinstance(value, types.ModuleType):
+                        if not _foreign(types.SimpleNamespace(__module__=value.__name__)):
+                            for attr in sorted(names):
+                                if attr in vars(value):
+                                    visit(vars(value)[attr], depth - 1)
+                    else:
+                        visit(value, depth - 1)
+            for cell in obj.__closure__ or ():
+                try:
+                    visit(cell.cell_contents, depth - 1)
+                except ValueError:  # an empty cell
+                    pass
+        elif inspect.isclass(obj):
+            if not _foreign(obj):
+                for value in vars(obj).values():
+                    if isinstance(value, (staticmethod, classmethod)) or inspect.isfunction(value):
+                        visit(value, depth - 1)
+        elif not isinstance(obj, (types.ModuleType, type(None), int, float, str, bytes, tuple, list, dict)):
+            if not _foreign(type(obj)):
+                visit(type(obj), depth)  # an nn.Module instance: its class's methods
+
+    visit(target, depth)
+    return tuple(found)
+
+
+_CACHE: dict[int, tuple[Any, tuple]] = {}
+
+
+def tuners_for(subject_or_contract: Any) -> tuple:
+    """The autotuners a subject runs (given the subject, or its contract: looked up in the registry)."""
+    from triton_conformance.model.subject import Subject, registry
+
+    key = id(subject_or_contract)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is subject_or_contract:
+        return hit[1]
+    subject = subject_or_contract
+    if not isinstance(subject, Subject):
+        subject = next((s for s in registry if s.contract is subject_or_contract), None)
+    tuners = () if subject is None else reveal(subject.target if subject.target is not None else subject.launcher)
+    _CACHE[key] = (subject_or_contract, tuners)
+    return tuners
+
+
+def config_name(config: Any) -> str:
+    """``BLOCK_N=64,num_warps=4,num_stages=3`` (num_ctas and maxnreg only where set)."""
+    parts = [f"{k}={v}" for k, v in config.kwargs.items()]
+    parts += [f"num_warps={config.num_warps}", f"num_stages={config.num_stages}"]
+    if getattr(config, "num_ctas", 1) != 1:
+        parts.append(f"num_ctas={config.num_ctas}")
+    if getattr(config, "maxnreg", None) is not None:
+        parts.append(f"maxnreg={config.maxnreg}")
+    return ",".join(parts)
+
+
+class ConfigPruned(BudgetExhausted):
+    """The pinned config is not among the survivors of the kernel's own pruning for this launch.
+
+    A BudgetExhausted, so the search discards the example (and the shrinker skips the candidate).
+    """
+
+    def __init__(self, kernel: str, config: str, survivors: list[str]):
+        BaseException.__init__(self, f"{kernel}: config {config} pruned here (survivors: {survivors})")
+        self.subject, self.budget, self.kernel = "", 0, kernel
+
+
+def _compat_pruned() -> bool:
+    from triton_conformance import compat
+
+    return "autotune" in compat.installed()
+
+
+class Tuning:
+    """Hooks on every tuner of a cell; a context manager.  Set ``policy`` (and ``pins`` / ``order`` /
+    ``choice``) before each launch; read ``launches``, ``compiles``, ``survivors``, ``tuned``."""
+
+    def __init__(self, tuners: Iterable[Any], backend: Any = None):
+        self.tuners = tuple(tuners)
+        self.counting = bool(getattr(backend, "compiles", False))
+        self.policy = "pin"
+        self.pins: dict[int, str | None] = {}  # id(tuner) -> config name (None: the first survivor)
+        self.order = "forward"  # the benchmark's order: "forward" (as pruned) or "reversed"
+        self.choice = 0  # "choose": the index of the survivor that runs
+        self.clear_cache = True  # each launch tunes afresh (False: the tuner's cache is kept)
+        self.launches: Counter = Counter()
+        self.compiles: Counter = Counter()
+        self.survivors: dict[int, list[str]] = {}  # id(tuner) -> the survivors of its last tuning
+        self.benchmarked: dict[int, list[str]] = {}  # id(tuner) -> configs the last benchmark ran, in order
+        self.ran: dict[int, str] = {}  # id(tuner) -> the config of its last final launch
+        self.tuned = 0  # tunings (cache misses) so far
+        self.pruned = 0  # launches refused because the pinned config was pruned
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._benching: str | None = None
+        self._current: str | None = None
+        self._hook = None
+
+    # -- names ---------------------------------------------------------------------------------------
+    def label(self, tuner: Any, name: str | None) -> str:
+        return name if len(self.tuners) == 1 or name is None else f"{tuner.base_fn.__name__}: {name}"
+
+    def _name_of_launch(self, tuner: Any, kwargs: dict) -> str:
+        for cfg in list(tuner.configs):
+            if all(kwargs.get(k, v) == v for k, v in cfg.all_kwargs().items()) and all(
+                    k in kwargs for k in cfg.kwargs):
+                return self.label(tuner, config_name(cfg))
+        return self.label(tuner, ",".join(f"{k}={kwargs[k]}" for k in sorted(kwargs)
+                                          if k.isupper() or k in ("num_warps", "num_stages")))
+
+    # -- hooks ---------------------------------------------------------------------------------------
+    def _set(self, obj: Any, attr: str, value: Any) -> None:
+        self._saved.append((obj, attr, obj.__dict__.get(attr, _MISSING)))
+        obj.__dict__[attr] = value
+
+    def __enter__(self) -> "Tuning":
+        from triton.runtime.autotuner import Autotuner
+
+        compat = _compat_pruned()
+        for tuner in self.tuners:
+            tuner.cache.clear()
+
+            def prune(kwargs: dict, tuner: Any = tuner) -> list:
+                result = list(Autotuner.prune_configs(tuner, kwargs))
+                if compat:
+                    from triton_conformance.compat import surviving_configs
+
+                    survivors = list(surviving_configs(tuner))
+                else:
+                    survivors = result
+                names = [config_name(c) for c in survivors]
+                self.survivors[id(tuner)] = names
+                self.tuned += 1
+                if self.policy == "pin":
+                    want = self.pins.get(id(tuner))
+                    if want is None:
+                        return survivors[:1]
+                    if want not in names:
+                        self.pruned += 1
+                        raise ConfigPruned(tuner.base_fn.__name__, want, names)
+                    return [survivors[names.index(want)]]
+                if self.policy == "choose":
+                    return [survivors[min(self.choice, len(survivors) - 1)]]
+                ordered = survivors if self.order == "forward" else survivors[::-1]
+                self.benchmarked[id(tuner)] = [config_name(c) for c in ordered]
+                return ordered
+
+            def bench(*args: Any, config: Any, tuner: Any = tuner, **meta: Any) -> Any:
+                self._benching = config_name(config)
+                try:
+                    return Autotuner._bench(tuner, *args, config=config, **meta)
+                finally:
+                    self._benching = None
+
+            def do_bench(kernel_call: Callable[[], Any], quantiles: Any = None, tuner: Any = tuner,
+                         **_: Any) -> list:
+                for _run in range(BENCH_RUNS):
+                    kernel_call()
+                # The winner is the first survivor in the kernel's own order, whatever order they ran in.
+                t = 0.0 if self._benching == (self.survivors.get(id(tuner)) or [None])[0] else 1.0
+                return [t, t, t]
+
+            fn = tuner.fn
+            original = fn.__dict__.get("run") or type(fn).run.__get__(fn)
+
+            def run(*args: Any, tuner: Any = tuner, original: Any = original, **kwargs: Any) -> Any:
+                name = self._name_of_launch(tuner, kwargs)
+                self.launches[name] += 1
+                if self._benching is None:
+                    self.ran[id(tuner)] = name
+                self._current = name
+                return original(*args, **kwargs)
+
+            self._set(tuner, "prune_configs", prune)
+            self._set(tuner, "_bench", bench)
+            self._set(tuner, "do_bench", do_bench)
+            self._set(fn, "run", run)
+        if self.counting:
+            self._install_compile_hook()
+        return self
+
+    def _install_compile_hook(self) -> None:
+        try:
+            from triton import knobs
+        except ImportError:  # pragma: no cover
+            return
+        previous = knobs.runtime.jit_cache_hook
+
+        def hook(*args: Any, **kwargs: Any) -> Any:
+            self.compiles[self._current or "?"] += 1
+            return previous(*args, **kwargs) if previous else False
+
+        knobs.runtime.jit_cache_hook = hook
+        self._hook = (knobs.runtime, previous)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._hook is not None:
+            runtime, previous = self._hook
+            runtime.jit_cache_hook = previous
+            self._hook = None
+        for obj, attr, value in reversed(self._saved):
+            if value is _MISSING:
+                obj.__dict__.pop(attr, None)
+            else:
+                obj.__dict__[attr] = value
+        self._saved.clear()
+        for tuner in self.tuners:
+            tuner.cache.clear()
+
+    # -- the launcher ---------------------------------------------------------------------------------
+    def wrap(self, subject: Any) -> Any:
+        """``subject`` whose launcher clears every tuner's cache first (unless ``clear_cache`` is False)."""
+        import dataclasses
+
+        launcher = subject.launcher
+
+        def tuned_launcher(**kw: Any) -> Any:
+            if self.clear_cache:
+                for tuner in self.tuners:
+                    tuner.cache.clear()
+            return launcher(**kw)
+
+        tuned_launcher.__qualname__ = getattr(launcher, "__qualname__", "launcher")
+        return dataclasses.replace(subject, launcher=tuned_launcher)
+
+    def per_config(self, counts: Counter) -> dict[str, int]:
+        return dict(sorted(counts.items()))
+
+
+_MISSING = object()

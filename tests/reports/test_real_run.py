@@ -36,7 +36,7 @@ def test_a_real_run_its_html_reproducer_and_diff(tmp_path):
 def _run(out: Path) -> tuple[Path, str]:
     proc = subprocess.run(
         [sys.executable, "-m", "triton_conformance.cli", "run", "--results", str(out / "results.json"),
-         "--", "-k", "softmax and layout and contiguous"],
+         "--", "-k", "softmax and not autotuned and layout and contiguous"],
         cwd=ROOT, env=_clean_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]  # the bug is a known one: xfail
     return out, proc.stdout

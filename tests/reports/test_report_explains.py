@@ -213,7 +213,7 @@ def test_the_real_runs_report_explains_its_cells():
     doc = json.loads(SNAPSHOT.read_text())
     page = parse(render_html(doc))
     failing = page.find("section", id="failing")
-    assert len(failing.find_all("a")) == sum(r["outcome"] == "wrong" for r in doc["results"]) == 17
+    assert len(failing.find_all("a")) == sum(r["outcome"] == "wrong" for r in doc["results"]) == 16
     assert [li.attrs["data-subject"] for li in failing.find_all("li")] == ["softmax_block1024"]
     memory = cell_of(page, "softmax_block1024", "memory")
     assert "incidental" in memory.classes and memory.find("a").text() == "W"

@@ -280,9 +280,8 @@ class ConformanceSession:
 
         from triton_conformance import compat
 
-        env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed)
-        env["compat"] = list(compat.installed())  # the interpreter shims the kernels ran with
-        env["device_label"] = self.label()
+        env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed,
+                          compat=compat.installed(), device_label=self.label())
         if self.shard is not None:
             env["shard"] = str(self.shard)
         document = results_document(self.results.values(), env, catalogue())

@@ -66,7 +66,10 @@ def _commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def environment(*, device: str, profile: str, seed: int | None, device_name: str | None = None) -> dict:
+def environment(*, device: str, profile: str, seed: int | None, device_name: str | None = None,
+                compat: Iterable[str] = (), device_label: str | None = None) -> dict:
+    """What the run ran on: versions, host, commit; ``compat``: the interpreter shims the kernels ran with;
+    ``device_label``: the device's name in a cross-device matrix."""
     from triton_conformance import __version__
 
     return {
@@ -83,6 +86,8 @@ def environment(*, device: str, profile: str, seed: int | None, device_name: str
         "commit": _commit(),
         "triton_conformance": __version__,
         "argv": sys.argv[1:],
+        "compat": list(compat),
+        "device_label": device_label,
     }
 
 

@@ -1,0 +1,6 @@
+"""The liger-kernel example: its subjects are declared in liger_subjects.py (imported by the plugin
+only when the battery runs, after the Triton interpreter and the compat layer are on)."""
+
+
+def pytest_conformance_modules(config):
+    return ["liger_subjects"]

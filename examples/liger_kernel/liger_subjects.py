@@ -1,0 +1,177 @@
+"""liger-kernel 0.8.5 (LinkedIn): five of its Triton kernels, declared as the library claims them.
+
+No shim code: the library is imported as installed, and the suite's interpreter
+compatibility layer (``triton_conformance.compat``, on by default under the
+interpreter) supplies what the CPU lacks (libdevice ``rsqrt``/``tanh``, Python
+float kernel arguments specialised to fp32 scalars).
+
+Each subject is the library's own public ``torch.autograd.Function`` called
+through ``.apply`` (what ``LigerRMSNorm``, ``LigerLayerNorm``, ``LigerSwiGLUMLP``,
+... call in their ``forward``), wrapped in a plain function so the suite can
+pass the inputs by keyword.  The claims come from the library's code:
+
+- every ``forward`` is decorated ``@ensure_contiguous``, which calls
+  ``.contiguous()`` on every tensor argument, so any strides, offsets and
+  stride-0 broadcasts are accepted (copied): ``layouts="any"``;
+- ``calculate_settings(n)`` sets ``BLOCK_SIZE = next_power_of_2(n)`` and raises
+  ``RuntimeError`` past 65536: the last dim is claimed up to 65536, and a wider
+  one is refused by the library's own code;
+- inputs are ``(..., H)`` viewed as ``(-1, H)``: any number of rows (one
+  program each, ``program_id(0).to(tl.int64)``).  Rows are declared up to 2^24
+  ("unbounded in practice" to the suite);
+- dtypes: fp16, bf16 and fp32 (``torch_to_triton_dtype`` in the backward
+  passes knows exactly these three; liger's own tests run fp32 and bf16, most
+  also fp16).
+
+The oracles are the math, in float64, written here (not the library's code).
+"""
+
+import torch
+
+from liger_kernel.ops.geglu import LigerGELUMulFunction
+from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+from liger_kernel.ops.softmax import LigerSoftmaxFunction
+from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+
+from triton_conformance import Dim, Scalar, Tensor, subject
+
+DTYPES = ("float16", "bfloat16", "float32")
+ROWS = Dim(1, 1 << 24)       # any number of rows: one program each, int64 row offsets
+HIDDEN = Dim(1, 65536)       # calculate_settings: RuntimeError past 65536
+EPS = Scalar(1e-6, 1e-4)     # HF models use 1e-6 .. 1e-5
+# A cost cap for the drawn examples on the interpreter (not a claim).
+# The interpreter's cost is programs (rows here) x work per program: 4096 elements keep an
+# example with N = 1 at <= 4096 programs.
+MAX_ELEMENTS = 1 << 12
+
+
+def _rms(x, eps):
+    return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+# -- RMSNorm ---------------------------------------------------------------------------------
+# y = x / sqrt(mean(x^2) + eps) * (offset + w)   (docstring of LigerRMSNormFunction)
+# casting_mode "llama" (the default): mean(x^2) and rstd in fp32, x * rstd rounded to x's dtype
+# before the weight multiply, "as HF Llama does"; "gemma": everything in fp32, one final rounding.
+
+def _rms_norm_scale(x, weight, eps, offset):
+    # llama mode rounds x * rstd to x's dtype before multiplying by (offset + w), and offset + w
+    # is itself rounded (to fp32, or x's dtype): relative to |offset| + |w|, not |offset + w|,
+    # which cancels when w is near -offset.
+    return (x * _rms(x, eps)).abs() * (abs(offset) + weight.abs())
+
+
+@subject(
+    family="rms_norm",
+    inputs={"x": Tensor(("B", "T", "H"), dtypes=DTYPES, layouts="any"),
+            "weight": Tensor(("H",), dtypes=DTYPES, layouts="any")},
+    dims={"B": Dim(1, 64), "T": ROWS, "H": HIDDEN},
+    scalars={"eps": EPS, "offset": Scalar(0.0, 1.0)},
+    oracle=lambda x, weight, eps, offset: x * _rms(x, eps) * (offset + weight),
+    error_scale=_rms_norm_scale,
+    reduces="H",
+    max_elements=MAX_ELEMENTS,
+)
+def liger_rms_norm(x, weight, eps, offset):
+    """LigerRMSNormFunction.apply(X (B, T, H), W (H,), eps, offset, casting_mode="llama", in_place=False)."""
+    return LigerRMSNormFunction.apply(x, weight, eps, offset, "llama", False)
+
+
+@subject(
+    family="rms_norm",
+    inputs={"x": Tensor(("M", "H"), dtypes=DTYPES, layouts="any"),
+            "weight": Tensor(("H",), dtypes=DTYPES, layouts="any")},
+    dims={"M": ROWS, "H": HIDDEN},
+    scalars={"eps": EPS},
+    oracle=lambda x, weight, eps: x * _rms(x, eps) * (1.0 + weight),
+    reduces="H",
+    max_elements=MAX_ELEMENTS,
+)
+def liger_rms_norm_gemma(x, weight, eps):
+    """Gemma's RMSNorm: offset=1.0, casting_mode="gemma" (all fp32, then cast back), as LigerRMSNormForGemma."""
+    return LigerRMSNormFunction.apply(x, weight, eps, 1.0, "gemma", False)
+
+
+# -- LayerNorm -------------------------------------------------------------------------------
+# mean, var, rstd in fp32; y = (x - mean) * rstd * w + b rounded once to x's dtype.
+
+def _layer_norm_scale(x, weight, bias, eps):
+    rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+    return x.abs().amax(-1, keepdim=True) * rstd * weight.abs() + bias.abs()
+
+
+@subject(
+    family="layer_norm",
+    inputs={"x": Tensor(("M", "H"), dtypes=DTYPES, layouts="any"),
+            "weight": Tensor(("H",), dtypes=DTYPES, layouts="any"),
+            "bias": Tensor(("H",), dtypes=DTYPES, layouts="any")},
+    dims={"M": ROWS, "H": HIDDEN},
+    scalars={"eps": EPS},
+    oracle=lambda x, weight, bias, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps),
+    error_scale=_layer_norm_scale,
+    reduces="H",
+    max_elements=MAX_ELEMENTS,
+)
+def liger_layer_norm(x, weight, bias, eps):
+    """LigerLayerNormFunction.apply(X (..., H), W (H,), B (H,), eps); ValueError if W does not match H."""
+    return LigerLayerNormFunction.apply(x, weight, bias, eps)
+
+
+# -- SwiGLU / GEGLU (the gated MLP activations) ----------------------------------------------
+# c = silu(a) * b and c = gelu_tanh(a) * b: the activation in fp32, cast to b's dtype, times b.
+# a and b are the gate and up projections, both (..., N).
+
+def _gated_scale(act):
+    return lambda a, b: act(a).abs() * b.abs()
+
+
+def _geglu_scale(a, b):
+    # 0.5 * a * (1 + tanh(...)): for negative a, 1 + tanh cancels, so the fp32 rounding of tanh
+    # is relative to |0.5 a| (|a| / 2 <= |a|), not to the small gelu(a).
+    return a.abs() * b.abs()
+
+
+@subject(
+    family="swiglu",
+    inputs={"a": Tensor(("M", "N"), dtypes=DTYPES, layouts="any"),
+            "b": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")},
+    dims={"M": ROWS, "N": HIDDEN},
+    oracle=lambda a, b: torch.nn.functional.silu(a) * b,
+    error_scale=_gated_scale(torch.nn.functional.silu),
+    max_elements=MAX_ELEMENTS,
+)
+def liger_swiglu(a, b):
+    """LigerSiLUMulFunction.apply(a, b): silu(a) * b (LigerSwiGLUMLP's activation)."""
+    return LigerSiLUMulFunction.apply(a, b)
+
+
+@subject(
+    family="geglu",
+    inputs={"a": Tensor(("M", "N"), dtypes=DTYPES, layouts="any"),
+            "b": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")},
+    dims={"M": ROWS, "N": HIDDEN},
+    oracle=lambda a, b: torch.nn.functional.gelu(a, approximate="tanh") * b,
+    error_scale=_geglu_scale,
+    max_elements=MAX_ELEMENTS,
+)
+def liger_geglu(a, b):
+    """LigerGELUMulFunction.apply(a, b): gelu(a, approximate="tanh") * b (LigerGEGLUMLP's activation)."""
+    return LigerGELUMulFunction.apply(a, b)
+
+
+# -- Softmax ---------------------------------------------------------------------------------
+# Over the last dim; the row max is subtracted before exp (both kernels), so huge logits are claimed.
+
+@subject(
+    family="softmax",
+    inputs={"x": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")},
+    dims={"M": ROWS, "N": HIDDEN},
+    oracle=lambda x: torch.softmax(x, dim=-1),
+    reduces="N",
+    values=("huge",),
+    max_elements=MAX_ELEMENTS,
+)
+def liger_softmax(x):
+    """LigerSoftmaxFunction.apply(x): softmax over the last dim (LigerSoftmax's forward)."""
+    return LigerSoftmaxFunction.apply(x)

@@ -5,10 +5,13 @@ compatibility layer (``triton_conformance.compat``, on by default under the
 interpreter) supplies what the CPU lacks (libdevice ``rsqrt``/``tanh``, Python
 float kernel arguments specialised to fp32 scalars).
 
-Each subject is the library's own public ``torch.autograd.Function`` called
-through ``.apply`` (what ``LigerRMSNorm``, ``LigerLayerNorm``, ``LigerSwiGLUMLP``,
-... call in their ``forward``), wrapped in a plain function so the suite can
-pass the inputs by keyword.  The claims come from the library's code:
+Each subject is the library's own public ``torch.autograd.Function`` (what
+``LigerRMSNorm``, ``LigerLayerNorm``, ``LigerSwiGLUMLP``, ... call in their
+``forward``), registered as it is: the suite calls ``Function.apply`` with the
+declared inputs at their places among ``forward``'s parameters, so the inputs
+carry ``forward``'s own names (``X``, ``W``, ``input_``).  Only Gemma's RMSNorm,
+whose ``casting_mode="gemma"`` is a string argument, is a plain function around
+``apply``.  The claims come from the library's code:
 
 - every ``forward`` is decorated ``@ensure_contiguous``, which calls
   ``.contiguous()`` on every tensor argument, so any strides, offsets and
@@ -34,7 +37,7 @@ from liger_kernel.ops.rms_norm import LigerRMSNormFunction
 from liger_kernel.ops.softmax import LigerSoftmaxFunction
 from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
-from triton_conformance import Dim, Scalar, Tensor, subject
+from triton_conformance import Dim, Scalar, Tensor, register, subject
 
 DTYPES = ("float16", "bfloat16", "float32")
 ROWS = Dim(1, 1 << 24)       # any number of rows: one program each, int64 row offsets
@@ -55,27 +58,28 @@ def _rms(x, eps):
 # casting_mode "llama" (the default): mean(x^2) and rstd in fp32, x * rstd rounded to x's dtype
 # before the weight multiply, "as HF Llama does"; "gemma": everything in fp32, one final rounding.
 
-def _rms_norm_scale(x, weight, eps, offset):
+def _rms_norm_scale(X, W, eps, offset):
     # llama mode rounds x * rstd to x's dtype before multiplying by (offset + w), and offset + w
     # is itself rounded (to fp32, or x's dtype): relative to |offset| + |w|, not |offset + w|,
     # which cancels when w is near -offset.
-    return (x * _rms(x, eps)).abs() * (abs(offset) + weight.abs())
+    return (X * _rms(X, eps)).abs() * (abs(offset) + W.abs())
 
 
-@subject(
+# LigerRMSNormFunction.forward(ctx, X (B, T, H), W (H,), eps, offset=0.0, casting_mode="llama",
+# in_place=True, row_mode=None): the defaults are kept (in_place only concerns the backward).
+register(
+    LigerRMSNormFunction,
+    name="liger_rms_norm",
     family="rms_norm",
-    inputs={"x": Tensor(("B", "T", "H"), dtypes=DTYPES, layouts="any"),
-            "weight": Tensor(("H",), dtypes=DTYPES, layouts="any")},
+    inputs={"X": Tensor(("B", "T", "H"), dtypes=DTYPES, layouts="any"),
+            "W": Tensor(("H",), dtypes=DTYPES, layouts="any")},
     dims={"B": Dim(1, 64), "T": ROWS, "H": HIDDEN},
     scalars={"eps": EPS, "offset": Scalar(0.0, 1.0)},
-    oracle=lambda x, weight, eps, offset: x * _rms(x, eps) * (offset + weight),
+    oracle=lambda X, W, eps, offset: X * _rms(X, eps) * (offset + W),
     error_scale=_rms_norm_scale,
     reduces="H",
     max_elements=MAX_ELEMENTS,
 )
-def liger_rms_norm(x, weight, eps, offset):
-    """LigerRMSNormFunction.apply(X (B, T, H), W (H,), eps, offset, casting_mode="llama", in_place=False)."""
-    return LigerRMSNormFunction.apply(x, weight, eps, offset, "llama", False)
 
 
 @subject(
@@ -96,26 +100,26 @@ def liger_rms_norm_gemma(x, weight, eps):
 # -- LayerNorm -------------------------------------------------------------------------------
 # mean, var, rstd in fp32; y = (x - mean) * rstd * w + b rounded once to x's dtype.
 
-def _layer_norm_scale(x, weight, bias, eps):
-    rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
-    return x.abs().amax(-1, keepdim=True) * rstd * weight.abs() + bias.abs()
+def _layer_norm_scale(X, W, B, eps):
+    rstd = torch.rsqrt(X.var(-1, unbiased=False, keepdim=True) + eps)
+    return X.abs().amax(-1, keepdim=True) * rstd * W.abs() + B.abs()
 
 
-@subject(
+# LigerLayerNormFunction.forward(ctx, X (..., H), W (H,), B (H,), eps); ValueError if W does not match H.
+register(
+    LigerLayerNormFunction,
+    name="liger_layer_norm",
     family="layer_norm",
-    inputs={"x": Tensor(("M", "H"), dtypes=DTYPES, layouts="any"),
-            "weight": Tensor(("H",), dtypes=DTYPES, layouts="any"),
-            "bias": Tensor(("H",), dtypes=DTYPES, layouts="any")},
+    inputs={"X": Tensor(("M", "H"), dtypes=DTYPES, layouts="any"),
+            "W": Tensor(("H",), dtypes=DTYPES, layouts="any"),
+            "B": Tensor(("H",), dtypes=DTYPES, layouts="any")},
     dims={"M": ROWS, "H": HIDDEN},
     scalars={"eps": EPS},
-    oracle=lambda x, weight, bias, eps: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps),
+    oracle=lambda X, W, B, eps: torch.nn.functional.layer_norm(X, (X.shape[-1],), W, B, eps),
     error_scale=_layer_norm_scale,
     reduces="H",
     max_elements=MAX_ELEMENTS,
 )
-def liger_layer_norm(x, weight, bias, eps):
-    """LigerLayerNormFunction.apply(X (..., H), W (H,), B (H,), eps); ValueError if W does not match H."""
-    return LigerLayerNormFunction.apply(x, weight, bias, eps)
 
 
 # -- SwiGLU / GEGLU (the gated MLP activations) ----------------------------------------------
@@ -132,7 +136,11 @@ def _geglu_scale(a, b):
     return a.abs() * b.abs()
 
 
-@subject(
+# LigerSiLUMulFunction.forward(ctx, a, b, gate_multiplier=1.0, down_multiplier=1.0): silu(a) * b
+# (LigerSwiGLUMLP's activation).
+register(
+    LigerSiLUMulFunction,
+    name="liger_swiglu",
     family="swiglu",
     inputs={"a": Tensor(("M", "N"), dtypes=DTYPES, layouts="any"),
             "b": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")},
@@ -141,12 +149,11 @@ def _geglu_scale(a, b):
     error_scale=_gated_scale(torch.nn.functional.silu),
     max_elements=MAX_ELEMENTS,
 )
-def liger_swiglu(a, b):
-    """LigerSiLUMulFunction.apply(a, b): silu(a) * b (LigerSwiGLUMLP's activation)."""
-    return LigerSiLUMulFunction.apply(a, b)
 
-
-@subject(
+# LigerGELUMulFunction.forward(ctx, a, b): gelu(a, approximate="tanh") * b (LigerGEGLUMLP's activation).
+register(
+    LigerGELUMulFunction,
+    name="liger_geglu",
     family="geglu",
     inputs={"a": Tensor(("M", "N"), dtypes=DTYPES, layouts="any"),
             "b": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")},
@@ -155,23 +162,20 @@ def liger_swiglu(a, b):
     error_scale=_geglu_scale,
     max_elements=MAX_ELEMENTS,
 )
-def liger_geglu(a, b):
-    """LigerGELUMulFunction.apply(a, b): gelu(a, approximate="tanh") * b (LigerGEGLUMLP's activation)."""
-    return LigerGELUMulFunction.apply(a, b)
 
 
 # -- Softmax ---------------------------------------------------------------------------------
 # Over the last dim; the row max is subtracted before exp (both kernels), so huge logits are claimed.
 
-@subject(
+# LigerSoftmaxFunction.forward(ctx, input_): softmax over the last dim (LigerSoftmax's forward).
+register(
+    LigerSoftmaxFunction,
+    name="liger_softmax",
     family="softmax",
-    inputs={"x": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")},
+    inputs={"input_": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")},
     dims={"M": ROWS, "N": HIDDEN},
-    oracle=lambda x: torch.softmax(x, dim=-1),
+    oracle=lambda input_: torch.softmax(input_, dim=-1),
     reduces="N",
     values=("huge",),
     max_elements=MAX_ELEMENTS,
 )
-def liger_softmax(x):
-    """LigerSoftmaxFunction.apply(x): softmax over the last dim (LigerSoftmax's forward)."""
-    return LigerSoftmaxFunction.apply(x)

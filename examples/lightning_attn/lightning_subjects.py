@@ -24,9 +24,8 @@ device queries.  The claims come from its README and code:
   no weight, "doesn't support feature dim >= 64KB" (RuntimeError), fp16 eps
   clamped to >= 1.6e-5.
 
-The decay ``s`` is a slope in (0, 1] (ALiBi-style, ``_build_slope_tensor``): the
-contract has no per-input value range yet, so the launchers take ``s_logit`` and
-pass ``torch.sigmoid(s_logit)`` in float32, and the oracle does the same.
+The decay ``s`` is a slope in (0, 1] (ALiBi-style, ``_build_slope_tensor``, fp32):
+declared with ``value_range=(0, 1)``.
 
 The oracles are the math in float64, written here:
 ``o_i = sum_{j <= i} exp(-s_h (i - j)) (q_i . k_j) v_j`` (causal linear attention
@@ -51,12 +50,10 @@ BUG3 = ("lightning-attn 0.0.5 bug: the value dim is tiled by BLOCK_MODEL = min(n
 MAX_ELEMENTS = 1 << 11  # cost cap for drawn examples on the interpreter (not a claim)
 
 
-def _slopes(s_logit):
-    return torch.sigmoid(s_logit.to(torch.float32))
-
-
-def _decay_attention(q, k, v, s, absolute=False):
-    """float64 causal linear attention with per-head decay s (h, 1, 1)."""
+def _decay_attention(q, k, v, s=None, absolute=False):
+    """float64 causal linear attention with per-head decay s (h, 1, 1); None: no decay."""
+    if s is None:
+        s = torch.zeros(q.shape[1], dtype=torch.float64, device=q.device)
     n = q.shape[2]
     i = torch.arange(n, dtype=torch.float64, device=q.device)
     dist = i[:, None] - i[None, :]
@@ -67,7 +64,7 @@ def _decay_attention(q, k, v, s, absolute=False):
     return scores @ v
 
 
-def _decay_scale(q, k, v, s):
+def _decay_scale(q, k, v, s=None):
     # Rounding errors follow the same sums on |q|, |k|, |v|, times sqrt(d) for the q.k dot
     # (n, the longer sum, is the declared reduction).
     return _decay_attention(q, k, v, s, absolute=True) * q.shape[-1] ** 0.5
@@ -76,7 +73,7 @@ def _decay_scale(q, k, v, s):
 QKV = {"q": Tensor(("b", "h", "n", "d"), dtypes=DTYPES, layouts="any"),
        "k": Tensor(("b", "h", "n", "d"), dtypes=DTYPES, layouts="any"),
        "v": Tensor(("b", "h", "n", "e"), dtypes=DTYPES, layouts="any")}
-SLOPE = {"s_logit": Tensor(("h", "one", "one2"), dtypes=("float32",), layouts="any")}
+SLOPE = {"s": Tensor(("h", "one", "one2"), dtypes=("float32",), layouts="any", value_range=(0.0, 1.0))}
 BHN = {"b": Dim(1, 64), "h": Dim(1, 128), "n": Dim(1, 1 << 16)}
 ONES = {"one": Dim(1, 1), "one2": Dim(1, 1)}
 
@@ -87,23 +84,23 @@ ONES = {"one": Dim(1, 1), "one2": Dim(1, 1)}
     family="lightning_attn2",
     inputs={**QKV, **SLOPE},
     dims={**BHN, "d": Dim(64, 64), "e": Dim(1, 256), **ONES},
-    oracle=lambda q, k, v, s_logit: _decay_attention(q, k, v, _slopes(s_logit)),
-    error_scale=lambda q, k, v, s_logit: _decay_scale(q, k, v, _slopes(s_logit)),
+    oracle=_decay_attention,
+    error_scale=_decay_scale,
     reduces="n",
     max_elements=MAX_ELEMENTS,
     xfail=BUG3,
 )
-def lightning_attn2_decay(q, k, v, s_logit):
-    """lightning_attn_ops.lightning_attn2(q, k, v, s) = LightningAttention2.apply, s = sigmoid(s_logit)."""
-    return lightning_attn2(q, k, v, _slopes(s_logit))
+def lightning_attn2_decay(q, k, v, s):
+    """lightning_attn.ops.lightning_attn2(q, k, v, s) (= LightningAttention2.apply)."""
+    return lightning_attn2(q, k, v, s)
 
 
 @subject(
     family="lightning_attn2",
     inputs=QKV,
     dims={**BHN, "d": Dim(64, 64), "e": Dim(1, 256)},
-    oracle=lambda q, k, v: _decay_attention(q, k, v, torch.zeros(q.shape[1], dtype=torch.float64)),
-    error_scale=lambda q, k, v: _decay_scale(q, k, v, torch.zeros(q.shape[1], dtype=torch.float64)),
+    oracle=_decay_attention,
+    error_scale=_decay_scale,
     reduces="n",
     max_elements=MAX_ELEMENTS,
     xfail=BUG3,
@@ -119,23 +116,23 @@ def lightning_attn2_nodecay(q, k, v):
     family="lightning_attn_func",
     inputs={**QKV, **SLOPE},
     dims={**BHN, "d": Dim(16, 256), "e": Dim(16, 256), **ONES},
-    oracle=lambda q, k, v, s_logit: _decay_attention(q, k, v, _slopes(s_logit)),
-    error_scale=lambda q, k, v, s_logit: _decay_scale(q, k, v, _slopes(s_logit)),
+    oracle=_decay_attention,
+    error_scale=_decay_scale,
     reduces="n",
     max_elements=MAX_ELEMENTS,
     xfail=BUG2,
 )
-def lightning_attn_func_decay(q, k, v, s_logit):
+def lightning_attn_func_decay(q, k, v, s):
     """lightning_attn.ops.lightning_attn_func(q, k, v, s): pads e, splits d > 128, asserts is_support(d, e)."""
-    return lightning_attn_func(q, k, v, _slopes(s_logit))
+    return lightning_attn_func(q, k, v, s)
 
 
 @subject(
     family="lightning_attn_func",
     inputs=QKV,
     dims={**BHN, "d": Dim(16, 256), "e": Dim(16, 256)},
-    oracle=lambda q, k, v: _decay_attention(q, k, v, torch.zeros(q.shape[1], dtype=torch.float64)),
-    error_scale=lambda q, k, v: _decay_scale(q, k, v, torch.zeros(q.shape[1], dtype=torch.float64)),
+    oracle=_decay_attention,
+    error_scale=_decay_scale,
     reduces="n",
     max_elements=MAX_ELEMENTS,
     xfail=BUG1 + "; and " + BUG2,

@@ -650,3 +650,13 @@ def test_a_result_equal_to_one_poison_is_not_unwritten():
     subject = declare(writes_one_byte_poison, oracle=lambda x: torch.full(x.shape, 165.0, dtype=torch.float64))
     result = cell(subject, "layout:contiguous")
     assert result.outcome == "honoured", (result.finding, result.message)
+
+
+def test_an_error_scale_with_too_few_scales_is_an_error_of_the_declaration():
+    def pair(x):
+        return x * 2, x * 3
+
+    subject = declare(pair, oracle=lambda x: (x * 2, x * 3), error_scale=lambda x: x.abs())
+    result = cell(subject, "layout:contiguous")
+    assert (result.outcome, result.finding) == ("oracle-error", "oracle-raised"), result.message
+    assert "returned 1 scale(s) for the oracle's 2 output(s)" in result.message

@@ -58,7 +58,6 @@ def test_plan_for_rows_puts_the_elements_in_the_leading_dim():
 
 @pytest.mark.parametrize("inputs, dims, kw, reason", [
     (VECTOR, {"N": Dim(0, 1 << 20)}, {}, "at most 1048576 elements per input (< 2^31)"),
-    (VECTOR, {"N": Dim(0, 1 << 32)}, {"max_elements": 1 << 24}, "at most 16777216 elements"),
     ({"x": Tensor(("M", "N")), "y": Tensor(("N", "M"))}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {},
      "not row-separable"),
     ({"x": Tensor(("M", "N"), rows=False)}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {}, "not row-separable"),
@@ -364,3 +363,9 @@ def test_a_persistent_kernel_finishes_in_seconds_and_its_int32_rows_are_caught()
     bad = run_cell(zoo.zoo_softmax_persistent_int32, "shape:large-index", backend=Backend())
     assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
     assert time.perf_counter() - started < 120  # ~500k iterations per program, untrimmed
+
+
+def test_a_cost_cap_on_drawn_examples_does_not_remove_the_cell():
+    # max_elements bounds what the searched cells draw; the launcher still takes 2^31 elements
+    plan = large_index_plan(contract(VECTOR, {"N": Dim(0, 1 << 32)}, max_elements=1 << 12))
+    assert plan.dims == {"N": LARGE + EXTRA}

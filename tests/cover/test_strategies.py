@@ -702,3 +702,11 @@ def test_value_classes_fill_what_they_say(value, check):
                 values=value, mask="all", seed=5)
     x = build_inputs(PLACEMENT, spec).views["x"]
     assert check(x)
+
+
+def test_beyond_range_never_steps_past_a_range_that_is_unbounded_in_practice():
+    # rows without a bound (max 2^24) beside a bounded feature dim: only the feature dim goes out of range
+    rows = Contract(inputs={"x": Tensor(("M", "N"))}, dims={"M": Dim(1, 1 << 24), "N": Dim(1, 4096)},
+                    oracle=lambda x: x)
+    for spec in all_drawn(rows, "shape:beyond-range"):
+        assert spec.dims["M"] <= 1 << 24 and spec.dims["N"] > 4096, spec.dims

@@ -190,6 +190,9 @@ class Judge:
         scales = (None,) * len(refs)
         if contract.error_scale is not None:
             scales = self._call("error_scale", contract.error_scale, self.as_float64(inputs), scalars)
+            if len(scales) != len(refs):  # a mistake in the declaration, said as one
+                raise OracleError("error_scale", ValueError(
+                    f"it returned {len(scales)} scale(s) for the oracle's {len(refs)} output(s), expected one each"))
         lowps = None
         for i, (out, ref) in enumerate(zip(outputs, refs)):
             if not isinstance(out, torch.Tensor):

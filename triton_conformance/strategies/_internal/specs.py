@@ -14,7 +14,7 @@ from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
 from triton_conformance.strategies._internal.validation import check_one_of
 
-__all__ = ["specs", "SHAPE_CLASSES", "LAYOUT_DRAWS", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
+__all__ = ["specs", "is_bounded", "UNBOUNDED", "SHAPE_CLASSES", "LAYOUT_DRAWS", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
 
 DEFAULT_MAX_ELEMENTS = 1 << 14
 # Dims other than the widest one are the grid in most kernels, and each program
@@ -153,6 +153,15 @@ def _beyond_block(contract: Contract, sym: str, budget: int, palette: bool):
     return st.integers(lo, top).map(lambda n: {sym: n})
 
 
+# A dim range this wide is unbounded in practice: a draw past it would be millions of rows.
+UNBOUNDED = 1 << 24
+
+
+def is_bounded(d: Dim) -> bool:
+    """Whether ``d`` has an end a draw can step past: a max below :data:`UNBOUNDED`, or a min above 1."""
+    return d.max < UNBOUNDED or d.min > 1
+
+
 def _other_forced_dims(contract: Contract, shape_class: str, layout_class: str | None):
     dims = contract.dims
     if shape_class == "empty":
@@ -162,8 +171,11 @@ def _other_forced_dims(contract: Contract, shape_class: str, layout_class: str |
         def outside(s: str):
             d = dims[s]
             above = st.integers(d.max + 1, d.max + max(1, min(d.max, 1024)))
+            if d.max >= UNBOUNDED:  # past a range that is unbounded in practice: only below it
+                return st.integers(max(0, d.min - 4), d.min - 1)
             return above if d.min <= 1 else st.one_of(above, st.integers(max(0, d.min - 4), d.min - 1))
-        return st.sampled_from(list(dims)).flatmap(lambda s: outside(s).map(lambda n: {s: n}))
+        bounded = [s for s, d in dims.items() if is_bounded(d)]
+        return st.sampled_from(bounded or list(dims)).flatmap(lambda s: outside(s).map(lambda n: {s: n}))
     if layout_class == "size1":
         ones = [s for s, d in dims.items() if d.min <= 1 <= d.max]
         return st.sampled_from(ones).map(lambda s: {s: 1}) if ones else st.just({})

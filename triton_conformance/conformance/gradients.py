@@ -57,7 +57,7 @@ from triton_conformance.oracles.comparison import compare
 from triton_conformance.oracles.tolerance import default_bound
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.specs import specs
-from triton_conformance.strategies._internal.tensors import _sentinel_value, build_inputs, torch_dtype
+from triton_conformance.strategies._internal.tensors import _sentinel_value, build_inputs
 from triton_conformance.strategies._internal.values import fill_values
 
 __all__ = ["GRAD_OUTPUT", "GRAD_LAYOUTS", "run_gradient_example", "gradient_specs", "search_gradients",

@@ -56,6 +56,9 @@ MAX_ELEMENTS = 1 << 14            # cost cap for drawn examples on the interpret
     oracle=lambda x, eps: x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps),
     reduces="D",
     max_elements=MAX_ELEMENTS,
+    xfail="fla-core 0.6.0 bug: l2norm_fwd allocates y = torch.empty_like(x), which keeps the strides of a "
+          "contiguous x whose last dim has size 1 (a (4, 1) view with strides (1, 5), e.g. a transposed row), "
+          "and then its own `assert y.stride(-1) == 1` refuses the input",
 )
 def fla_l2norm(x, eps):
     """fla.modules.norm.l2norm.l2norm(x (..., D), eps) (L2Norm's forward; used on q/k in DeltaNet, GDN)."""
@@ -179,7 +182,7 @@ def _gla_scale(q, k, v, g, h0):
             "v": Tensor(("B", "T", "H", "V"), dtypes=DTYPES, layouts="any"),
             "g": Tensor(("B", "T", "H"), dtypes=DTYPES, layouts="any", value_range=(-10.0, 0.0)),
             "h0": Tensor(("B", "H", "K", "V"), dtypes=("float32",), layouts="any")},
-    dims={"B": Dim(1, 1024), "T": Dim(1, 1 << 20), "H": Dim(1, 256), "K": Dim(1, 512), "V": Dim(1, 512)},
+    dims={"B": Dim(1, 1024), "T": Dim(1, 1 << 24), "H": Dim(1, 256), "K": Dim(1, 512), "V": Dim(1, 512)},
     oracle=lambda q, k, v, g, h0: _simple_gla(q, k, v, g, h0),
     # Rounding errors: the state is a running sum over T (the declared reduction) and each output
     # a dot over K of it, so they scale with the recurrence on |q|, |k|, |v|, |h0| times sqrt(K).

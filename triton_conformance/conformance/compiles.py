@@ -35,8 +35,11 @@ class BudgetExhausted(BaseException):
 
     A BaseException, so the launcher's and the battery's ``except Exception``
     cannot mistake it for the kernel's own error: it reaches the runner, which
-    discards the example.
+    discards the example.  Other budgets (the autotune cells' pruned configs,
+    the interpreter's cost) subclass it and name their own ``discard`` count.
     """
+
+    discard = "discarded"  # the search's count of examples discarded for this budget
 
     def __init__(self, subject: str, budget: int, kernel: str):
         super().__init__(f"{subject}: compile budget of {budget} specializations used; {kernel} needs another")

@@ -109,19 +109,20 @@ class SearchOutcome:
 
     failure: Violation | None = None
     error: Exception | None = None
-    counts: Counter = field(default_factory=Counter)  # "honoured" / "rejected" / "failed" -> examples
+    counts: Counter = field(default_factory=Counter)  # "honoured" / "rejected" / "failed" -> examples run
+    discards: Counter = field(default_factory=Counter)  # a budget's ``discard`` name -> examples not run
 
     @property
     def discarded(self) -> int:
-        return self.counts[DISCARDED]
+        return self.discards[DISCARDED]
 
     @property
     def over_memory(self) -> int:
-        return self.counts[OVER_MEMORY]
+        return self.discards[OVER_MEMORY]
 
     @property
     def examples(self) -> int:
-        return sum(n for k, n in self.counts.items() if k not in (DISCARDED, OVER_MEMORY))
+        return sum(self.counts.values())
 
 
 def search(context: Any, strategy: Any, *, determinism: bool = False, excluding: tuple | None = None,
@@ -134,7 +135,7 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
     """
     subject, cell, observer = context.subject, context.cell, context.observer
     outcome = SearchOutcome()
-    counts = outcome.counts
+    counts, discards = outcome.counts, outcome.discards
     # repr(spec) -> its violation, for Hypothesis's replays; the shrinker only tries
     # smaller specs, so the one added last is the best so far.
     failures: dict[str, Violation] = {}
@@ -148,12 +149,12 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
             raise failures[key]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
-        if counts[DISCARDED] >= MAX_DISCARDS + 3 * outcome.examples:
+        if discards[DISCARDED] >= MAX_DISCARDS + 3 * outcome.examples:
             raise _StopSearch  # the compile budget is spent on kernels this cell keeps asking for
         if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in spec.dims.values()):
             reject()  # the first finding was at an empty size: look elsewhere
         if example_bytes(subject.contract, spec) > cap:
-            counts[OVER_MEMORY] += 1
+            discards[OVER_MEMORY] += 1
             reject()  # not run: it would need more memory than a cell may take
         observer.example_started(subject, cell, spec)
         if failures:
@@ -161,10 +162,10 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
         started = time.perf_counter()
         try:
             verdict = run_example(subject, spec, context.backend, context.judge, determinism=determinism)
-        except BudgetExhausted:
-            counts[DISCARDED] += 1
-            observer.example_finished(subject, cell, spec, DISCARDED, time.perf_counter() - started)
-            reject()  # not a failure: the example needs a kernel the budget cannot pay for
+        except BudgetExhausted as exc:
+            discards[exc.discard] += 1
+            observer.example_finished(subject, cell, spec, exc.discard, time.perf_counter() - started)
+            reject()  # not a failure: the example needs what a budget cannot pay for (a kernel, a cost)
         observer.example_finished(subject, cell, spec, verdict, time.perf_counter() - started)
         if isinstance(verdict, Finding) and excluding is not None and finding_class(verdict, spec) == excluding:
             counts["failed-as-first"] += 1  # the first finding's bug again
@@ -358,9 +359,17 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
     budget_details = {"compile_budget_discarded": discarded} if discarded else {}
     if over:
         budget_details["over_memory_discarded"] = over
+    # Discards for budgets other than the compile budget and the memory cap (the interpreter's cost, ...):
+    # each subclass of BudgetExhausted names its own count.
+    others = {k: n for k, n in outcome.discards.items() if k not in (DISCARDED, OVER_MEMORY) and n}
+    for k, n in others.items():
+        budget_details[f"{k}_discarded"] = n
     if examples == 0 and discarded:
         return skipped(subject, cell, f"the subject's compile budget ({context.compile_budget}) was used before "
                        f"this cell ran an example; {discarded} discarded", details=budget_details)
+    if examples == 0 and others:
+        return skipped(subject, cell, "every draw was over a budget: " + ", ".join(
+            f"{n} discarded ({k})" for k, n in others.items()), details=budget_details)
     # Inputs outside the contract were drawn: each was refused, or computed right.
     # (Degenerate draws, such as a transpose of 1x1, are inside it.)
     unexplained, accepted, unjudged = (counts[EXAMPLE_REJECTED_UNEXPLAINED], counts[EXAMPLE_ACCEPTED],
@@ -380,6 +389,7 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
         parts.append(f"{discarded} discarded (compile budget {context.compile_budget} used)")
     if over:
         parts.append(f"{over} discarded unrun (over the memory cap, {gib(cap)})")
+    parts += [f"{n} discarded ({k})" for k, n in others.items()]
     outcome_name = "accepted" if accepted else "rejected" if refused else "honoured"
     return cell_result(subject, cell, outcome_name, ", ".join(parts), details=budget_details,
                        examples=examples, rejected_examples=refused)

@@ -154,6 +154,7 @@ def _searched(context: CellContext, tuning: Tuning, what: str, before: dict | No
         found = search(ctx, strategy, max_examples=_examples(context.config))
         pruned += tuning.pruned - start
         total.counts.update(found.counts)
+        total.discards.update(found.discards)
         if found.error is not None and total.error is None and not found.discarded:
             total.error = found.error
         if found.failure is not None:

@@ -30,6 +30,7 @@ MODULES = (
     "zoo_launchers",
     "zoo_gradients",
     "zoo_autotune",
+    "zoo_semantics",
 )
 
 

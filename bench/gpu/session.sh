@@ -10,6 +10,8 @@
 #   sanitizer     compute-sanitizer memcheck over a crashing and an unmasked-store subject
 #   zoo           every zoo bug on CUDA, caught by its intended cell, twins passing
 #   bugfinding    the bug-finding benchmark on CUDA
+#   fleet         `fleet` on a local Ray cluster over this machine's GPU, then the serial nightly over the
+#                 same subjects and seed, and the two matrices compared (carry .whl: docs/fleet.md)
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 L=$OUT/logs
@@ -23,8 +25,92 @@ run_step() {  # name limit command...  (SIGINT at the limit, so pytest still wri
     note "== $name (limit ${limit}s, at +$((start - T0))s): $*"
     timeout -s INT --kill-after=30 "$limit" "$@" > "$L/$name.log" 2>&1
     local rc=$?
+    LAST_RC=$rc
     note "   $name: rc=$rc in $(( $(date +%s) - start ))s"
     tail -n "${TAIL:-60}" "$L/$name.log" >> "$OUT/summary.txt"
+}
+
+# The fleet step (docs/fleet.md, "Ray on the GPU machine"): Ray is not on the GPU machine, so the call
+# carries .whl (ray 2.60.0 without its Java jar, and jsonschema's four wheels) and, where python3 has no
+# ray, they are installed to /tmp/site.  A local Ray instance (the command's ray.init()) over the GPU: one task per shard, each
+# asking num_gpus=1 and accelerator_type=H200 (or the custom resource, if Ray finds no such label), so
+# the shards take the one GPU in turn.  Then `nightly --gpus 1` over the same subjects, profile and seed,
+# and the matrices compared cell by cell (outcome, finding, counterexample dims) into the summary.
+#   FLEET_SUBJECTS  [add gemv_textbook softmax_block1024: one a shard of 3, as the battery splits]
+#   FLEET_SHARDS [3]  FLEET_DEVICES [H200]  FLEET_PROFILE [nightly]  FLEET_SEED [7]  FLEET_CPUS [shards]
+#   FLEET_THREADS [8]: OMP_NUM_THREADS of both runs (Ray would give its workers 1, nightly 16)
+#   FLEET_LIMIT [240]  FLEET_SERIAL_LIMIT [180]
+# FLEET_DEVICES=interpreter runs both on the CPU (the serial run is then `run --device interpreter`).
+# The subjects reach the shards as PYTEST_ADDOPTS=--conformance-cell=...: fleet's own `-- PYTEST_ARGS`
+# would put each shard's --device/--shard/--results after its `--` too.
+fleet_step() {
+    local dir=$L/fleet subjects=${FLEET_SUBJECTS:-add gemv_textbook softmax_block1024}
+    local shards=${FLEET_SHARDS:-3} devices=${FLEET_DEVICES:-H200} profile=${FLEET_PROFILE:-nightly}
+    local seed=${FLEET_SEED:-7} s d mode=accelerator stash=""
+    mkdir -p "$dir"
+    if ls .whl/*.whl > /dev/null 2>&1 && ! python3 -c 'import ray' 2> /dev/null; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            .whl/*.whl > "$L/fleet_pip.log" 2>&1 || { note "fleet: pip install .whl failed"; tail -n 20 "$L/fleet_pip.log" \
+            >> "$OUT/summary.txt"; return; }
+        export PYTHONPATH=$PWD:/tmp/site
+    fi
+    # No token auth on a one-machine cluster, no usage report (no network), no Ray OOM killer (a GPU
+    # cell's host peak, MemTotal read low); the same CPU threads for both runs.
+    export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled} RAY_USAGE_STATS_ENABLED=0 RAY_memory_monitor_refresh_ms=0 \
+        OMP_NUM_THREADS=${FLEET_THREADS:-8}
+    run_step fleet_ray 120 python3 -c 'import json, ray; print("ray", ray.__version__, ray.__file__, flush=True)
+ray.init(include_dashboard=False, log_to_driver=False); r = ray.cluster_resources(); ray.shutdown()
+print("RESOURCES", json.dumps(r, sort_keys=True))'
+    local resources; resources=$(grep '^RESOURCES' "$L/fleet_ray.log")
+    [ "$LAST_RC" = 0 ] && [ -n "$resources" ] || { note "fleet: Ray did not start (fleet_ray.log); no fleet run"; return; }
+    for d in ${devices//,/ }; do
+        [ "$d" = interpreter ] && continue
+        case $resources in *'"GPU"'*) ;; *) note "fleet: Ray sees no GPU; no fleet run"; return ;; esac
+        case $resources in *"\"accelerator_type:$d\""*) ;; *) mode=custom
+            note "fleet: Ray labels no node accelerator_type:$d: the shards are placed by device:$d instead" ;; esac
+    done
+    local sel="" cells=()
+    for s in $subjects; do sel+=" --conformance-cell=$s"; cells+=(--cell "$s"); done
+    # Hypothesis's example database (nightly profile) would let the second run replay the first's failures.
+    if [ -d .conformance/examples ]; then stash=.conformance/examples.before-fleet; rm -rf "$stash"
+        mv .conformance/examples "$stash"; fi
+    PYTEST_ADDOPTS="${sel# }" run_step fleet "${FLEET_LIMIT:-240}" python3 -m triton_conformance.cli fleet \
+        --devices "$devices" --shards "$shards" --resources "$mode" --local-cpus "${FLEET_CPUS:-$shards}" \
+        --profile "$profile" --seed "$seed" -o "$dir/matrix.json" --workdir "$dir/shards"
+    rm -rf .conformance/examples
+    local serial=(nightly --gpus 1)
+    [ "$devices" = interpreter ] && serial=(run --device interpreter)
+    run_step fleet_serial "${FLEET_SERIAL_LIMIT:-180}" python3 -m triton_conformance.cli "${serial[@]}" \
+        --profile "$profile" --seed "$seed" "${cells[@]}" --fresh --results "$dir/serial.json"
+    rm -rf .conformance/examples
+    [ -n "$stash" ] && mv "$stash" .conformance/examples
+    note "$(python3 - "$dir/matrix.json" "$dir/serial.json" <<'EOF'
+import json, sys
+try:
+    fleet, serial = (json.load(open(p)) for p in sys.argv[1:3])
+except (OSError, ValueError) as exc:
+    sys.exit(print(f"fleet vs serial: no comparison: {exc}"))
+label = serial["environment"].get("device_label")
+def matrix(doc, device=None):
+    return {(r["subject"], r["cell"]): (r["outcome"], r.get("finding"), json.dumps((r.get("counterexample") or {}).get("dims")))
+            for r in doc["results"] if device is None or r.get("device") == device}
+a, b = matrix(fleet, label if "devices" in fleet else None), matrix(serial)
+differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+counts = {(r["subject"], r["cell"]): r.get("examples") for r in serial["results"]}
+examples = sum(r.get("device") in (None, label) and (r["subject"], r["cell"]) in counts
+               and r.get("examples") != counts[(r["subject"], r["cell"])] for r in fleet["results"])
+f, e = fleet.get("fleet") or {}, fleet["environment"]
+print(f"fleet vs serial on {label} (profile {e.get('profile')}/{serial['environment'].get('profile')}, seed "
+      f"{e.get('seed')}/{serial['environment'].get('seed')}): {len(a)} and {len(b)} cells, "
+      f"{sum(a[k] == b[k] for k in set(a) & set(b))} identical, {len(differ)} differ"
+      f" (performance cells among them: {sum(k[1] == 'performance' for k in differ)}); example counts differ in"
+      f" {examples}; fleet: {len(f.get('tasks') or ())} tasks, {sum(map(len, (f.get('attempts') or {}).values()))}"
+      f" attempts, lost {f.get('lost')}; divergences {len(fleet.get('divergences') or ())}")
+for k in differ[:15]:
+    print(f"  {k[0]}[{k[1]}]: fleet {a.get(k)} serial {b.get(k)}")
+EOF
+)"
+    TAIL=30 run_step fleet_diff 60 python3 -m triton_conformance.cli diff "$dir/serial.json" "$dir/matrix.json"
 }
 
 for step in "$@"; do
@@ -52,6 +138,7 @@ for step in "$@"; do
                       --cells "${HZ_CELLS:-layout:contiguous}" --timeout 20 --out "$L" ;;
         sanitizer) run_step sanitizer 240 python3 bench/gpu/nightly_hazards.py --step sanitizer --out "$L" ;;
         zoo) run_step zoo 300 python3 bench/zoo_check.py --device cuda ;;
+        fleet) ( fleet_step ) ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;
         *) note "unknown step $step" ;;
     esac

@@ -56,14 +56,39 @@ def test_plan_for_rows_puts_the_elements_in_the_leading_dim():
     assert plan.fill_rows == -(-TAIL_ELEMENTS // 33)
 
 
+def test_a_row_dim_bounded_at_2_24_widens_the_inner_dim_within_its_range():
+    # FINDINGS S3: liger's and fla's row kernels declare rows up to 2^24 and N up to 65536; rows of 33
+    # would need 65 M rows, so the cell skipped them.  N widens to the smallest size that fits (129).
+    rows = {"x": Tensor(("M", "N"), dtypes=("float16",)), "w": Tensor(("N",), dtypes=("float16",))}
+    plan = large_index_plan(contract(rows, {"M": Dim(1, 1 << 24), "N": Dim(1, 65536)}, reduces="N"))
+    assert not isinstance(plan, str), plan
+    assert plan.dims["N"] == 129 and plan.params == ("w",)
+    assert plan.dims["M"] <= 1 << 24 and plan.dims["M"] * 129 >= LARGE + EXTRA > (plan.dims["M"] - 1) * 129
+    assert plan.fill_rows == -(-TAIL_ELEMENTS // 129)
+    # Several inner dims: the widest declared range widens first, the others stay at 33.
+    heads = {"x": Tensor(("B", "T", "H"))}
+    plan = large_index_plan(contract(heads, {"B": Dim(1, 1 << 16), "T": Dim(1, 1 << 20), "H": Dim(1, 64)}))
+    assert plan.dims["H"] == 33 and plan.dims["B"] <= 1 << 16 <= plan.dims["B"] * 2
+    assert plan.dims["B"] * plan.dims["T"] * 33 >= LARGE + EXTRA
+    # A matmul's a (M, K) with M up to 2^20: K widens, b (K, N) is a parameter built whole.
+    mm = {"a": Tensor(("M", "K")), "b": Tensor(("K", "N"))}
+    plan = large_index_plan(contract(mm, {d: Dim(1, 1 << 20) for d in "MKN"}))
+    assert plan.dims["K"] == 2049 and plan.dims["N"] == 33 and plan.params == ("b",)
+
+
 @pytest.mark.parametrize("inputs, dims, kw, reason", [
     (VECTOR, {"N": Dim(0, 1 << 20)}, {}, "at most 1048576 elements per input (< 2^31)"),
     ({"x": Tensor(("M", "N")), "y": Tensor(("N", "M"))}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {},
      "not row-separable"),
     ({"x": Tensor(("M", "N"), rows=False)}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {}, "not row-separable"),
-    ({"a": Tensor(("M", "K")), "b": Tensor(("K", "N"))}, {d: Dim(1, 1 << 20) for d in "MKN"}, {},
-     "M=65075387 rows would be needed"),
-    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1000), "N": Dim(1, 1 << 30)}, {}, "M=65075387 rows would be needed"),
+    ({"a": Tensor(("M", "K")), "b": Tensor(("K", "N"))}, {"M": Dim(1, 1 << 10), "K": Dim(1, 1 << 20),
+                                                          "N": Dim(1, 1 << 20)}, {},
+     ("M=32769 rows would be needed for 2^31 elements, outside [1, 1024] (inner dims widened within their ranges "
+      "to K=65536: rows of 65536 elements")),
+    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1000), "N": Dim(1, 1 << 30)}, {}, "M=32769 rows would be needed"),
+    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1 << 24), "N": Dim(1, 128)}, {},  # 2^31 at most, 4099 short
+     ("M=16777249 rows would be needed for 2^31 elements, outside [1, 16777216] (inner dims widened "
+      "within their ranges to N=128: rows of 128 elements")),
 ])
 def test_the_cell_is_skipped_with_the_reason(inputs, dims, kw, reason):
     c = contract(inputs, dims, **kw)
@@ -186,6 +211,28 @@ def test_a_row_wise_kernel_with_int32_offsets_is_caught():
     assert "int32 offset that wrapped" in result.message
     assert result.counterexample["dims"] == {"M": 65075387, "N": 33}
     assert "replay_large_index" in result.reproducer
+
+
+def bounded_rows_subject(wide: bool):
+    """Rows declared up to 2^24, as liger and fla declare theirs: the plan must widen N (FINDINGS S3)."""
+    def launcher(x):
+        out = torch.empty_like(x)
+        double_rows[(x.shape[0],)](x, out, x.shape[1], x.stride(0), WIDE=wide,
+                                   BLOCK=triton.next_power_of_2(x.shape[1]))
+        return out
+
+    return tc.register(launcher, name=f"cover_li_bounded_rows_{'int64' if wide else 'int32'}_{next(_ids)}",
+                       inputs={"x": Tensor(("M", "N"), dtypes=("float16",))},
+                       dims={"M": Dim(1, 1 << 24), "N": Dim(1, 4096)}, oracle=lambda x: x * 2)
+
+
+def test_rows_bounded_at_2_24_are_reached_and_their_int32_offsets_caught():
+    good = run_cell(bounded_rows_subject(wide=True), "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured", good.message
+    assert "'N': 129" in good.message and "emulated" in good.message
+    bad = run_cell(bounded_rows_subject(wide=False), "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
+    assert bad.counterexample["dims"] == {"M": 16647192, "N": 129}
 
 
 def test_an_unwritten_tail_is_reported():

@@ -60,6 +60,7 @@ __all__ = ["LARGE", "LargeIndexPlan", "OutOfBoundsAccess", "large_index_plan", "
 LARGE = 1 << 31
 EXTRA = 4099  # past 2^31 by 4 blocks of 1024 and 3: the last block is partial
 TAIL_ELEMENTS = 1 << 16  # elements filled (and compared) at the end of each input
+MAX_ROW_ELEMENTS = 1 << 16  # inner dims are widened (for a bounded row dim) up to this many elements a row
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,46 @@ def _rows_and_params(contract: Contract) -> tuple[str, tuple[str, ...]] | str:
             "the rows): the tail of the output cannot be checked from the tail of the inputs")
 
 
+def _row_elements(contract: Contract, rows_in: list[str], dims: dict[str, int]) -> int:
+    """Elements in one row of the widest row input (the product of its dims after the row dim)."""
+    return max(math.prod(dims[s] for s in contract.inputs[n].shape[1:]) for n in rows_in)
+
+
+def _inner_dims(contract: Contract, row: str, rows_in: list[str]) -> dict[str, int]:
+    """Every dim but the row dim: 33 (not a power of two, so masks matter) within its declared range,
+    widened when the rows alone cannot reach 2^31 elements inside the row dim's range.
+
+    A row kernel declared with rows up to 2^24 needs rows of at least 129 elements; each
+    inner dim of the row inputs is widened in turn (the widest declared range first) to the
+    smallest size that is enough, within its range, and no row past ``MAX_ROW_ELEMENTS``
+    (the compared tail, and on the interpreter one program's work, stay small).  Where that
+    is not enough the dims stay at the most they could take, and the caller skips the cell.
+    """
+    dims = {s: min(d.max, max(d.min, 33)) for s, d in contract.dims.items() if s != row}
+    need = -(-(LARGE + EXTRA) // max(1, contract.dims[row].max))  # the fewest elements a row can hold
+    start = _row_elements(contract, rows_in, dims)
+    if start >= need:
+        return dims
+    limit = max(start, MAX_ROW_ELEMENTS)
+    inner = dict.fromkeys(s for n in rows_in for s in contract.inputs[n].shape[1:])
+    for s in sorted(inner, key=lambda s: -contract.dims[s].max):
+        def size(v: int, s: str = s) -> int:
+            return _row_elements(contract, rows_in, {**dims, s: v})
+
+        lo, hi = dims[s], contract.dims[s].max
+        while lo < hi and size(hi) > limit:  # the largest size within the limit
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if size(mid) <= limit else (lo, mid - 1)
+        top, lo = hi, dims[s]
+        while lo < hi:  # the smallest size that is enough, or the top
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if size(mid) >= need else (mid + 1, hi)
+        dims[s] = min(lo, top)
+        if size(dims[s]) >= need:
+            break
+    return dims
+
+
 def large_index_plan(contract: Contract) -> LargeIndexPlan | str:
     """The example for ``contract``, or why the cell does not apply to it."""
     if contract.model is not None:
@@ -144,13 +185,16 @@ def large_index_plan(contract: Contract) -> LargeIndexPlan | str:
     if isinstance(found, str):
         return found
     row, params = found
-    dims = {s: min(d.max, max(d.min, 33)) for s, d in contract.dims.items() if s != row}
     rows_in = [n for n in contract.inputs if n not in params]
-    inner = max(math.prod(dims[s] for s in contract.inputs[n].shape[1:]) for n in rows_in)
+    dims = _inner_dims(contract, row, rows_in)
+    inner = _row_elements(contract, rows_in, dims)
     rows = -(-(LARGE + EXTRA) // inner)
     if not contract.dims[row].admits(rows):
+        widened = {s: v for s, v in dims.items() if v > min(contract.dims[s].max, max(contract.dims[s].min, 33))}
+        how = (f" (inner dims widened within their ranges to {', '.join(f'{s}={v}' for s, v in widened.items())}: "
+               f"rows of {inner} elements, the most the cell builds)") if widened else ""
         return f"{row}={rows} rows would be needed for 2^31 elements, outside [{contract.dims[row].min}, " \
-               f"{contract.dims[row].max}]"
+               f"{contract.dims[row].max}]{how}"
     dtype = _pick_dtype(contract)
     if dtype is None:
         return "the inputs claim no dtype in common"

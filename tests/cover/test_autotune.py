@@ -1,6 +1,7 @@
 """The autotune kind: each surviving config of an @triton.autotune kernel is a cell, and the tuning's
 side effects (the benchmark's runs, their order, the key's cache) are judged."""
 
+import functools
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below is defined
@@ -86,6 +87,41 @@ KERNELS = {"double": double_one_block}
 @autotuned(double_one_block)
 def cover_autotune_declared(x):
     return _one_block(KERNELS["double"], x)  # looked up at run time: not in the code, so declared
+
+
+# %% A library's layers, as fla-core stacks them: a public function under functools.wraps decorators
+# (@input_guard over @dispatch over torch.compiler.disable), an autograd Function class, its decorated
+# forward, a helper that launches the kernel: six layers, deeper than reveal()'s four calls unless a
+# decorator and a class cost nothing.
+
+def _passthrough(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _library_forward(x):
+    return _one_block(double_one_block, x)
+
+
+class LibraryDoubleFunction(torch.autograd.Function):
+    @staticmethod
+    @_passthrough
+    def forward(ctx, x):
+        return _library_forward(x)
+
+
+@_passthrough
+@_passthrough
+@_passthrough
+def library_entry(x):
+    return LibraryDoubleFunction.apply(x)
+
+
+@subject(**VEC, family="cover_autotune_layered")
+def cover_autotune_layered(x):
+    return library_entry(x)
 
 
 @subject(**VEC, family="cover_autotune_key")
@@ -200,6 +236,14 @@ def test_reveal_finds_kernels_in_closures_modules_and_classes_and_autotuned_chec
     assert reveal(lambda x: x * 2) == ()
     with pytest.raises(InvalidArgument, match="autotune"):
         autotuned(_double_block)
+
+
+def test_reveal_sees_through_functools_wraps_decorators_and_into_a_function_class_at_no_extra_depth():
+    # entry -> Function.forward -> helper -> kernel: three calls, whatever the decorators around them
+    assert reveal(library_entry, depth=3) == (double_one_block,)
+    assert reveal(library_entry, depth=2) == ()
+    assert tuners_for(cover_autotune_layered) == (double_one_block,)
+    assert _cells(cover_autotune_layered)[-3:] == ["autotune:benchmark", "autotune:order", "autotune:key"]
 
 
 def test_config_names():

@@ -89,7 +89,8 @@ def _names(code: types.CodeType) -> set[str]:
 
 def reveal(target: Any, depth: int = 4) -> tuple:
     """The autotuners ``target``'s code runs: a declared ``@autotuned(...)`` list, else those found
-    in its globals, closure and the user helpers it names (``depth`` calls deep), in order found."""
+    in its globals, closure and the user helpers it names (``depth`` calls deep; the function under a
+    ``functools.wraps`` decorator counts as the same call), in order found."""
     found: list = []
     seen: set[int] = set()
 
@@ -113,6 +114,11 @@ def reveal(target: Any, depth: int = 4) -> tuple:
         if isinstance(obj, (staticmethod, classmethod, types.MethodType)):
             obj = obj.__func__
         if inspect.isfunction(obj):
+            # A functools.wraps decorator (fla's @input_guard over @dispatch over torch.compiler.disable,
+            # liger's @ensure_contiguous) is no call deeper: the function it wraps costs no depth.
+            wrapped = getattr(obj, "__wrapped__", None)
+            if wrapped is not None:
+                visit(wrapped, depth)
             if _foreign(obj):
                 return
             g = obj.__globals__
@@ -134,9 +140,10 @@ def reveal(target: Any, depth: int = 4) -> tuple:
                     pass
         elif inspect.isclass(obj):
             if not _foreign(obj):
+                # Naming the class was the call (Function.apply runs forward): its methods cost no more depth.
                 for value in vars(obj).values():
                     if isinstance(value, (staticmethod, classmethod)) or inspect.isfunction(value):
-                        visit(value, depth - 1)
+                        visit(value, depth)
         elif not isinstance(obj, (types.ModuleType, type(None), int, float, str, bytes, tuple, list, dict)):
             if not _foreign(type(obj)):
                 visit(type(obj), depth)  # an nn.Module instance: its class's methods

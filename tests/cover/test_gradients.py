@@ -54,6 +54,8 @@ class Scale(torch.autograd.Function):
             out[:-1] = dw[:-1]
             dw = out
         dx = g * w
+        if cls.bug == "dx-fp16":
+            dx = dx.half().float()
         if cls.bug == "writes-x":
             x.detach().mul_(0.5)
         if cls.bug == "writes-grad":
@@ -148,6 +150,23 @@ def test_the_bound_of_dw_grows_with_the_rows_it_sums():
     few = default_bound(out_dtype="float32", reduction=s.contract.grad_reduction("weight", {"M": 1, "N": 4}))
     many = default_bound(out_dtype="float32", reduction=s.contract.grad_reduction("weight", {"M": 16, "N": 4}))
     assert many.rtol > few.rtol
+
+
+def test_a_gradient_declared_in_a_lower_precision_is_judged_in_it_and_the_others_are_not():
+    # dW rounded to fp16 (its terms formed in fp16, as liger's llama-mode dW forms them in the input dtype)
+    # is wrong under the forward's fp32 accumulation, right once declared; dx keeps fp32's bound.
+    lower = Backward(grads=("x", "weight"), accumulate={"weight": "float16"})
+    assert cell(declare("dw-fp16"), "grad:dtype:float32").outcome == "wrong"
+    assert cell(declare("dw-fp16", backward=lower), "grad:dtype:float32").outcome == "honoured"
+    result = cell(declare("dx-fp16", backward=lower), "grad:dtype:float32")
+    assert (result.outcome, result.details.get("gradient")) == ("wrong", "x"), result.message
+    contract = declare(backward=Backward(grads=("x", "weight"), accumulate={"weight": "input"})).contract
+    assert contract.grad_accumulation("weight", {"x": "bfloat16", "weight": "bfloat16"}) == "bfloat16"
+    assert contract.grad_accumulation("x", {"x": "bfloat16", "weight": "bfloat16"}) == "float32"
+    with pytest.raises(InvalidContract, match="backward.accumulate"):
+        declare(backward=Backward(grads=("x", "weight"), accumulate={"bias": "float16"}))
+    with pytest.raises(InvalidContract, match=r"backward.accumulate\['weight'\]"):
+        declare(backward=Backward(grads=("x", "weight"), accumulate={"weight": "float8"}))
 
 
 def test_an_oracle_whose_backward_raises_is_an_oracle_error():

@@ -240,7 +240,6 @@ def _error_scales(subject: Subject, before: dict, go: _GradOutput, spec: Spec) -
 
 def _judge_grads(subject: Subject, spec: Spec, grads: tuple, refs: tuple, scales: dict[str, Any]) -> Finding | None:
     contract = subject.contract
-    accumulate = contract.accumulation(spec.dtypes)
     for name, grad, ref in zip(contract.backward.grads, grads, refs):
         if grad is None:
             return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
@@ -250,6 +249,7 @@ def _judge_grads(subject: Subject, spec: Spec, grads: tuple, refs: tuple, scales
         if name in scales:
             scale = scales[name].abs().to(torch.float64) if isinstance(scales[name], torch.Tensor) else scales[name]
         reduction = contract.grad_reduction(name, spec.dims)
+        accumulate = contract.grad_accumulation(name, spec.dtypes)  # each gradient's own (Backward.accumulate)
         bound = default_bound(out_dtype=str(grad.dtype).replace("torch.", ""), accumulate=accumulate,
                               reduction=reduction, scale=scale)
         mismatch = compare(grad.detach(), ref.detach(), bound, name=f"grad {name}")

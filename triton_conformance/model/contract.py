@@ -52,6 +52,22 @@ __all__ = [
 ]
 
 
+def _accumulate_value(where: str, acc: Any) -> str | dict[str, str]:
+    """A validated accumulation declaration (``Contract.accumulate``, ``Backward.accumulate[...]``)."""
+    expected = (f"a float dtype {FLOAT_DTYPES}, {ACCUMULATE_INPUT!r} (the input dtype), or a mapping "
+                "from input dtype to accumulation dtype such as {'float16': 'float16', 'float32': 'float32'}")
+    if isinstance(acc, Mapping):
+        for k, v in acc.items():
+            if k not in FLOAT_DTYPES:
+                raise _fail("Contract", where, k, f"input dtypes from {FLOAT_DTYPES} as keys")
+            if v not in FLOAT_DTYPES:
+                raise _fail("Contract", f"{where}[{k!r}]", v, f"an accumulation dtype from {FLOAT_DTYPES}")
+        return dict(acc)
+    if acc not in FLOAT_DTYPES + (ACCUMULATE_INPUT,):
+        raise _fail("Contract", where, acc, expected)
+    return acc
+
+
 @dataclass(frozen=True)
 class Backward:
     """A subject's backward, as its contract declares it (``register(..., backward=...)``).
@@ -68,7 +84,11 @@ class Backward:
     - ``error_scale``: a torch function of the inputs, ``grad_output`` and the scalars (by
       keyword, float64) giving {gradient name: the magnitude its rounding errors scale with},
       elementwise or a number (the terms it sums, where they cancel); default the largest
-      ``|oracle gradient|``.
+      ``|oracle gradient|``;
+    - ``accumulate``: {gradient name: the precision its terms are formed and summed in}, for a
+      gradient where that is not the forward's ``accumulate`` (a value as ``Contract.accumulate``
+      takes: a float dtype, ``"input"``, or {input dtype: dtype}); e.g. ``{"W": "input"}`` for a
+      dW summing ``dy * x_hat`` products rounded to the input dtype (HF Llama's RMSNorm casting).
     """
 
     grads: tuple[str, ...] = ()
@@ -77,6 +97,7 @@ class Backward:
     deterministic: bool | None = None
     overwrites_grad_output: bool = False
     error_scale: Callable[..., Any] | None = None
+    accumulate: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,8 +243,16 @@ class Contract:
             raise _fail("Contract", "backward.error_scale", b.error_scale, "a callable or None")
         if b.deterministic not in (None, True, False) or not isinstance(b.overwrites_grad_output, bool):
             raise _fail("Contract", "backward", b, "deterministic None/True/False, overwrites_grad_output a bool")
+        if not isinstance(b.accumulate, Mapping):
+            raise _fail("Contract", "backward.accumulate", b.accumulate, f"a mapping from gradients {grads} to "
+                        "accumulation dtypes")
+        accumulate = {}
+        for name, acc in b.accumulate.items():
+            if name not in grads:
+                raise _fail("Contract", "backward.accumulate", name, f"a gradient from {grads} as keys")
+            accumulate[name] = _accumulate_value(f"backward.accumulate[{name!r}]", acc)
         object.__setattr__(self, "backward", replace(
-            b, grads=grads, output=output, reduces=reduces,
+            b, grads=grads, output=output, reduces=reduces, accumulate=accumulate,
             deterministic=self.deterministic if b.deterministic is None else b.deterministic))
 
     def grad_reduction(self, name: str, dims: Mapping[str, int]) -> int:
@@ -263,26 +292,16 @@ class Contract:
         object.__setattr__(self, "inputs", inputs)
 
     def _check_accumulate(self) -> None:
-        acc = self.accumulate
-        expected = (f"a float dtype {FLOAT_DTYPES}, {ACCUMULATE_INPUT!r} (the input dtype), or a mapping "
-                    "from input dtype to accumulation dtype such as {'float16': 'float16', 'float32': 'float32'}")
-        if isinstance(acc, Mapping):
-            for k, v in acc.items():
-                if k not in FLOAT_DTYPES:
-                    raise _fail("Contract", "accumulate", k, f"input dtypes from {FLOAT_DTYPES} as keys")
-                if v not in FLOAT_DTYPES:
-                    raise _fail("Contract", f"accumulate[{k!r}]", v, f"an accumulation dtype from {FLOAT_DTYPES}")
-            object.__setattr__(self, "accumulate", dict(acc))
-        elif acc not in FLOAT_DTYPES + (ACCUMULATE_INPUT,):
-            raise _fail("Contract", "accumulate", acc, expected)
+        object.__setattr__(self, "accumulate", _accumulate_value("accumulate", self.accumulate))
 
-    def accumulation(self, dtypes: Mapping[str, str]) -> str:
+    def accumulation(self, dtypes: Mapping[str, str], accumulate: str | Mapping[str, str] | None = None) -> str:
         """The dtype the kernel accumulates in for an example whose inputs have ``dtypes``.
 
         With ``accumulate="input"`` or a mapping, the input dtype is that of the
         example's float tensor inputs (the least precise one, if they differ).
+        ``accumulate``: resolve this declaration instead of the contract's own.
         """
-        acc = self.accumulate
+        acc = self.accumulate if accumulate is None else accumulate
         if isinstance(acc, str) and acc != ACCUMULATE_INPUT:
             return acc
         floats = [dtypes[n] for n in self.tensor_names if dtypes.get(n) in FLOAT_DTYPES]
@@ -291,6 +310,10 @@ class Contract:
         order = ("bfloat16", "float16", "float32", "float64")  # least precise first
         dtype = min(floats, key=order.index)
         return dtype if acc == ACCUMULATE_INPUT else acc.get(dtype, "float32")
+
+    def grad_accumulation(self, name: str, dtypes: Mapping[str, str]) -> str:
+        """The dtype gradient ``name``'s terms are formed and summed in (its ``u_acc``) for ``dtypes``."""
+        return self.accumulation(dtypes, self.backward.accumulate.get(name))
 
     @property
     def ranged(self) -> bool:

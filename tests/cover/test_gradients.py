@@ -44,6 +44,8 @@ class Scale(torch.autograd.Function):
     @classmethod
     def backward(cls, ctx, g):
         x, w = ctx.saved_tensors
+        if cls.bug == "grad-as-scratch" and g.stride() == g.contiguous().stride():
+            g.detach().zero_()  # grad_output's buffer reused as scratch before it is read: wrong and unsafe
         if cls.bug == "contiguous-grad":
             g = torch.as_strided(g, g.shape, (g.shape[1], 1), g.storage_offset())  # assumes a contiguous g
         dw = (g * x).sum(0)
@@ -125,6 +127,26 @@ def test_a_buggy_backward_is_caught_by_its_cell(bug, name, outcome, finding):
     assert (result.outcome, result.finding) == (outcome, finding), result.message
     assert result.counterexample is not None and "grad_output" in result.counterexample.tensors
     assert subject.name in result.reproducer and "replay_gradients" in result.reproducer
+
+
+def test_a_write_into_grad_output_outranks_the_wrong_numbers_it_causes():
+    result = cell(declare("grad-as-scratch"), "grad:layout:contiguous")
+    assert (result.outcome, result.finding) == ("unsafe", "mutated-grad-output"), result.message
+
+
+def test_the_grad_and_autotune_finding_kinds_rank_among_the_others():
+    from triton_conformance.model.outcomes import Finding, worst
+
+    def ranked_first(*kinds):
+        return worst([Finding("wrong", k, "") for k in kinds]).kind
+
+    # An unranked kind would lose to every ranked one.
+    assert ranked_first("mismatch", "mutated-grad-output") == "mutated-grad-output"  # memory before numbers
+    assert ranked_first("mismatch", "missing-gradient") == "missing-gradient"  # structure before numbers,
+    assert ranked_first("mismatch", "no-backward") == "no-backward"  # as bad-shape
+    assert ranked_first("unwritten", "missing-gradient") == "unwritten"
+    assert ranked_first("policy-violation", "config-order-dependent") == "config-order-dependent"
+    assert ranked_first("mismatch", "config-order-dependent") == "mismatch"
 
 
 def test_a_forward_that_detaches_has_no_backward():

@@ -120,11 +120,14 @@ def cuda_poison_kind(text: str) -> str | None:
     return None
 
 # Finding kinds, most severe first; the worst one found in an example is reported.
+# A kind missing here ranks below all of them, so a backward's write into grad_output would hide
+# behind the wrong numbers it causes.
 FINDING_ORDER = (
     "crash", "exception", "unclean-rejection",
-    "mutated-input", "oob-write", "unwritten", "poisoned-read",
-    "accepted-out-of-contract", "bad-shape", "bad-output", "nan-mismatch", "mismatch",
-    "nondeterministic", "policy-violation",
+    "mutated-input", "mutated-grad-output", "oob-write", "unwritten", "poisoned-read",
+    "accepted-out-of-contract", "no-backward", "missing-gradient", "bad-shape", "bad-output",
+    "nan-mismatch", "mismatch",
+    "nondeterministic", "config-order-dependent", "policy-violation",
 )
 
 

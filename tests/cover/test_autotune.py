@@ -15,6 +15,7 @@ from triton_conformance import Dim, Tensor, subject  # noqa: E402
 from triton_conformance.conformance.autotune import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
 from triton_conformance.conformance.kinds import cells_for, kind_of  # noqa: E402
 from triton_conformance.conformance.kinds.autotune import replay_autotune  # noqa: E402
+from triton_conformance.conformance.observe import Observer  # noqa: E402
 from triton_conformance.conformance.runner import run_cell  # noqa: E402
 from triton_conformance.errors import InvalidArgument  # noqa: E402
 from triton_conformance.model.config import run_config  # noqa: E402
@@ -306,3 +307,25 @@ def test_the_key_cell_catches_a_cached_choice_reused_for_a_dim_the_key_omits():
         replay_autotune(__name__, "cover_autotune_key_omits_n", "autotune:key",
                         Spec.from_dict(result.counterexample.spec))
     assert run_cell(cover_autotune_direct, "autotune:key", config=CI).outcome == "honoured"
+
+
+class _Drawn(Observer):
+    def __init__(self):
+        self.dims = []
+
+    def example_started(self, subject, cell, spec):
+        self.dims.append(spec.dims["N"])
+
+
+def _drawn(cell, profile, seed):
+    seen = _Drawn()
+    run_cell(cover_autotune_direct, cell, config=run_config(profile=profile), seed=seed, observer=seen)
+    return seen.dims
+
+
+@pytest.mark.parametrize("cell", ["autotune:order", "autotune:key"])
+def test_the_probe_cells_draw_with_the_run_seed_unless_the_profile_is_derandomized(cell):
+    # A fresh-seed run (bench/false_alarms.py) must draw fresh examples in these cells too.
+    assert _drawn(cell, "dev", 1) == _drawn(cell, "dev", 1)
+    assert _drawn(cell, "dev", 1) != _drawn(cell, "dev", 2)
+    assert _drawn(cell, "ci", 1) == _drawn(cell, "ci", 2)

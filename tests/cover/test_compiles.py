@@ -19,6 +19,7 @@ from triton_conformance import ConformanceUsageError, Dim, Tensor
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import (
     BudgetExhausted,
+    CellCompiles,
     CompileLedger,
     counting_compiles,
     make_hook,
@@ -77,7 +78,7 @@ def test_hook_raises_budget_exhausted_past_the_budget_and_not_before():
 
 def test_hook_chains_the_previous_hook_and_returns_its_answer():
     calls = []
-    hook = make_hook(CompileLedger(), "s", None, SimpleNamespace(count=0),
+    hook = make_hook(CompileLedger(), "s", None, CellCompiles("s"),
                      previous=lambda **kw: calls.append(kw["key"]) or True)
     assert hook(key="k1", fn=SimpleNamespace(module="m", name="f")) is True
     assert calls == ["k1"]
@@ -119,9 +120,11 @@ def test_totals_per_subject():
 # -- the runner under a budget -----------------------------------------------
 
 def compiling_add(x):
-    """A launcher that 'compiles' one kernel per (size class, octave) of N, like a Triton launcher."""
+    """A launcher that 'compiles' one kernel per specialization of N, like a Triton launcher: its
+    int class and the power-of-two block it derives from N."""
     n = x.shape[0]
-    fake_compile("add_kernel", (specialization_class(n), max(n, 1).bit_length(), str(x.dtype)))
+    block = 1 if n <= 1 else 1 << (n - 1).bit_length()
+    fake_compile("add_kernel", (specialization_class(n), block, str(x.dtype)))
     return x * 2
 
 
@@ -130,22 +133,39 @@ def declare(launcher, dims):
                        inputs={"x": Tensor(("N",), dtypes=("float32",))}, dims=dims, oracle=lambda x: x * 2)
 
 
-def test_runner_discards_examples_past_the_budget_and_counts_compiles():
+def test_the_budget_buys_each_cell_its_first_class_before_any_cell_a_second():
     subject = declare(compiling_add, {"N": Dim(1, 4096)})
     cuda_on_cpu = Backend(name="cuda", device="cpu")  # hooks armed; tensors stay on the CPU
-    results = [run_cell(subject, cell, backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=3, max_examples=40))
-               for cell in ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")]
+    cells = ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")
+    results = [run_cell(subject, cell, backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=3,
+                                                                                max_examples=40)) for cell in cells]
     assert all(r.passed for r in results), [(r.cell, r.outcome, r.message) for r in results]
-    # The palette has more (class, octave) kernels than 3: the first cell spends the whole budget, and the
-    # ledger is per subject, so the later cells compile nothing new.
-    assert [r.compiles for r in results] == [3, 0, 0]
-    for r in results:  # every cell met sizes it could not pay for, and says how many it discarded
-        discarded = r.details["compile_budget_discarded"]
-        assert discarded > 0 and f"{discarded} discarded" in r.message, (r.cell, r.details, r.message)
-    assert "discarded (compile budget 3 used)" in results[0].message
-    # beyond-block needs kernels of its own: it runs nothing and stops at the discard limit
-    assert (results[2].outcome, results[2].examples) == ("skipped", 0)
-    assert results[2].details["compile_budget_discarded"] == MAX_DISCARDS
+    # Each cell bought one class (the later cells' reserve kept the first ones from a second), and
+    # then ran every example it was asked for inside the classes compiled, discarding none.
+    assert [r.compiles for r in results] == [1, 1, 1]
+    assert [r.examples for r in results] == [40, 40, 40]
+    for r in results:
+        share = r.details["specializations"]
+        assert share["classes_compiled"] == 1 and share["examples_reused"] == 39, (r.cell, share)
+        assert "discarded" not in r.message, (r.cell, r.message)
+    assert results[0].details["specializations"]["examples_steered"] > 20  # moved into the compiled class
+
+
+def test_a_cell_past_the_whole_budget_runs_inside_compiled_classes_or_says_why():
+    subject = declare(compiling_add, {"N": Dim(1, 4096)})
+    cuda_on_cpu = Backend(name="cuda", device="cpu")
+    config = run_config(profile="ci", compile_budget=1, max_examples=30)
+    tiny = run_cell(subject, "shape:tiny", backend=cuda_on_cpu, config=config)
+    assert tiny.compiles == 1 and tiny.examples == 30  # one class of N <= 3, every example inside it
+    # No budget is left, and shape:beyond-block's sizes past 2048 cannot be moved into a block of 4:
+    # it runs nothing, stops drawing, and says why.
+    beyond = run_cell(subject, "shape:beyond-block", backend=cuda_on_cpu, config=config)
+    assert (beyond.outcome, beyond.examples, beyond.compiles) == ("skipped", 0, 0), beyond.message
+    assert "no-compiled-class" in beyond.message
+    assert beyond.details["no-compiled-class_discarded"] == MAX_DISCARDS
+    # A cell whose sizes can be moved runs all its examples in the compiled class.
+    contiguous = run_cell(subject, "layout:contiguous", backend=cuda_on_cpu, config=config)
+    assert contiguous.examples == 30 and contiguous.details["specializations"]["examples_reused"] == 30
 
 
 def test_runner_without_a_budget_compiles_per_class():
@@ -293,14 +313,18 @@ def test_a_failure_found_before_the_shrink_budget_ran_out_is_reported(monkeypatc
     assert result.counterexample["dims"]["N"] == 40  # the per-dim search still runs after Hypothesis stops
 
 
-def test_searched_cells_leave_one_compile_for_each_fixed_size_cell():
+def test_a_cell_keeps_one_compile_for_each_later_cell_that_applies():
     from triton_conformance.conformance.compiles import LEDGER
-    from triton_conformance.conformance.kinds import unsearched_cells
+    from triton_conformance.conformance.kinds import cells_for
 
-    subject = declare(compiling_add, {"N": Dim(1, 1 << 40)})  # large enough for the large-index cell
+    subject = declare(compiling_add, {"N": Dim(1, 4096)})
     cuda_on_cpu = Backend(name="cuda", device="cpu")
-    assert unsearched_cells(subject.contract, cuda_on_cpu) == ["shape:large-index"]
-    assert unsearched_cells(declare(compiling_add, {"N": Dim(1, 4096)}).contract, cuda_on_cpu) == []
-    results = [run_cell(subject, cell, backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=3, max_examples=40))
-               for cell in ("layout:contiguous", "shape:non-pow2", "shape:beyond-block")]
-    assert sum(r.compiles for r in results) == 2 == LEDGER.used(subject.name)  # 3, less one for large-index
+    cells = cells_for(subject.contract)
+    last = cells[-1]
+    # The last cell of the subject has no later cell to leave budget for: it may buy as many classes
+    # as the budget holds, where the first cell buys one.
+    config = run_config(profile="ci", compile_budget=6, max_examples=40)
+    first = run_cell(subject, "layout:contiguous", backend=cuda_on_cpu, config=config)
+    assert first.compiles == 1
+    final = run_cell(subject, last, backend=cuda_on_cpu, config=config)
+    assert last == "determinism" and final.compiles > 1 and LEDGER.used(subject.name) <= 6

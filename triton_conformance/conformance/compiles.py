@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "LEDGER",
     "BudgetExhausted",
+    "CellCompiles",
     "CompileLedger",
     "counting_compiles",
     "make_hook",
@@ -57,6 +58,9 @@ class CompileLedger:
     def used(self, subject: str) -> int:
         return len(self.seen.get(subject, ()))
 
+    def has(self, subject: str, kernel: str, key: Any) -> bool:
+        return (kernel, repr(key)) in self.seen.get(subject, ())
+
     def charge(self, subject: str, kernel: str, key: Any, budget: int | None) -> bool:
         """Record a specialization about to be compiled for ``subject``.
 
@@ -76,12 +80,45 @@ class CompileLedger:
 LEDGER = CompileLedger()
 
 
-class _Counter:
-    """What one cell compiled: new specializations, and examples discarded for the budget."""
+class CellCompiles:
+    """What one cell compiled, and the fair share of the subject's budget it may still buy.
 
-    def __init__(self) -> None:
-        self.count = 0
+    The budget buys new classes first: an example that needs a kernel not yet
+    compiled starts a new specialization class.  A cell may always start its
+    first class while the subject's budget lasts; a further one only from
+    budget that is not reserved, one compile for each later cell of the
+    subject (``reserve``), so the first cells cannot starve the last ones.
+    The compiles of a class once started are paid up to the budget itself.
+    """
+
+    def __init__(self, subject: str = "", budget: int | None = None, reserve: int = 0,
+                 ledger: CompileLedger | None = None) -> None:
+        self.subject, self.budget, self.reserve = subject, budget, reserve
+        self.ledger = ledger or LEDGER
+        self.count = 0  # new specializations this cell compiled
         self.discarded = 0
+        self.classes = 0  # examples of this cell that started a new class
+        self.example_paid = False  # the current example has started its class: its other kernels are paid
+
+    def start_example(self) -> None:
+        """A new example begins: its first new kernel starts a class of its own."""
+        self.example_paid = False
+
+    def may_start_class(self) -> bool:
+        """Whether an example that needs new kernels could start a class now."""
+        if self.budget is None:
+            return True
+        left = self.budget - self.ledger.used(self.subject)
+        return left > 0 and (self.classes == 0 or left > self.reserve)
+
+    def admit(self, kernel: str) -> None:
+        """Called before a new specialization is charged; raises :class:`BudgetExhausted` if it may not be."""
+        if self.budget is None or self.example_paid:
+            return
+        if not self.may_start_class():
+            raise BudgetExhausted(self.subject, self.budget, kernel)
+        self.classes += 1
+        self.example_paid = True
 
 
 def _kernel_name(fn: Any) -> str:
@@ -90,11 +127,14 @@ def _kernel_name(fn: Any) -> str:
     return f"{module}.{name}" if name else repr(fn)
 
 
-def make_hook(ledger: CompileLedger, subject: str, budget: int | None, counter: _Counter, previous=None):
+def make_hook(ledger: CompileLedger, subject: str, budget: int | None, counter: CellCompiles, previous=None):
     """The ``jit_cache_hook`` for one cell: charge each new specialization to ``subject``."""
 
     def hook(*args: Any, **kwargs: Any) -> Any:
-        if ledger.charge(subject, _kernel_name(kwargs.get("fn")), kwargs.get("key"), budget):
+        kernel, key = _kernel_name(kwargs.get("fn")), kwargs.get("key")
+        if not ledger.has(subject, kernel, key):
+            counter.admit(kernel)
+        if ledger.charge(subject, kernel, key, budget):
             counter.count += 1
         return previous(*args, **kwargs) if previous else False
 
@@ -103,11 +143,13 @@ def make_hook(ledger: CompileLedger, subject: str, budget: int | None, counter: 
 
 @contextlib.contextmanager
 def counting_compiles(enabled: bool = True, *, subject: str = "", budget: int | None = None,
-                      ledger: CompileLedger | None = None) -> Iterator[_Counter | None]:
+                      ledger: CompileLedger | None = None, counter: CellCompiles | None = None
+                      ) -> Iterator[CellCompiles | None]:
     """Yield a counter of the specializations ``subject`` compiles, or None where Triton offers no hook.
 
     - ``budget``: most distinct specializations the subject may compile in this
       process (None: no limit); past it the hook raises :class:`BudgetExhausted`.
+    - ``counter``: the cell's :class:`CellCompiles` (its fair share), made here if not given.
     """
     if not enabled:
         yield None
@@ -121,9 +163,10 @@ def counting_compiles(enabled: bool = True, *, subject: str = "", budget: int | 
     if runtime is None or not hasattr(runtime, "jit_cache_hook"):
         yield None
         return
-    counter = _Counter()
+    ledger = ledger or LEDGER
+    counter = counter or CellCompiles(subject, budget, ledger=ledger)
     previous = runtime.jit_cache_hook
-    runtime.jit_cache_hook = make_hook(ledger or LEDGER, subject, budget, counter, previous)
+    runtime.jit_cache_hook = make_hook(ledger, subject, budget, counter, previous)
     try:
         yield counter
     finally:

@@ -1,4 +1,4 @@
-"""Run one contract cell: find its kind, check it applies, run it within the subject's compile budget.
+"""Run one contract cell: find its kind, check it applies, run it within its share of the compile budget.
 
 The kind does the work (:mod:`.kinds`); this module adds what every cell
 shares: the skip, the compile count against the subject's budget, the
@@ -12,9 +12,9 @@ import time
 from dataclasses import replace
 
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.compiles import BudgetExhausted, counting_compiles
+from triton_conformance.conformance.compiles import BudgetExhausted, CellCompiles, counting_compiles
 from triton_conformance.conformance.judge import OracleError
-from triton_conformance.conformance.kinds import CellContext, judge_for, kind_of, unsearched_cells
+from triton_conformance.conformance.kinds import CellContext, cells_for, judge_for, kind_of
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
 from triton_conformance.conformance.results import cell_result, skipped
 from triton_conformance.model.config import RunConfig
@@ -24,13 +24,16 @@ from triton_conformance.model.subject import Subject
 __all__ = ["run_cell"]
 
 
-def _budget(subject: Subject, kind, backend: Backend, config: RunConfig) -> int | None:  # noqa: ANN001
-    """What the cell may compile.  Searched cells leave one compile for each unsearched cell that
-    applies, so those find room for a kernel of their own however greedy the search was."""
-    budget = config.compile_budget if backend.compiles else None
-    if budget is not None and kind.searched:
-        budget = max(1, budget - len(unsearched_cells(subject.contract, backend)))
-    return budget
+def _later_cells(subject: Subject, cell: str, backend: Backend) -> int:
+    """The cells of ``subject`` after ``cell`` (in catalogue order, the order a run takes) that apply on
+    ``backend``: the fair share of the compile budget keeps one compile for each."""
+    cells = cells_for(subject.contract)
+    later = cells[cells.index(cell) + 1:] if cell in cells else []
+    applying = 0
+    for later_cell in later:
+        kind, value = kind_of(later_cell)
+        applying += kind.skip_reason(subject.contract, value, backend) is None
+    return applying
 
 
 def run_cell(
@@ -58,10 +61,13 @@ def run_cell(
     if reason is not None:
         result = skipped(subject, cell, reason)
     else:
-        budget = _budget(subject, kind, backend, config)
+        budget = config.compile_budget if backend.compiles else None
+        share = CellCompiles(subject.name, budget, reserve=_later_cells(subject, cell, backend) if budget else 0)
         context = CellContext(subject=subject, cell=cell, backend=backend, config=config, seed=seed,
-                              observer=observer, judge=judge_for(subject, backend), compile_budget=budget)
-        with counting_compiles(enabled=backend.compiles, subject=subject.name, budget=budget) as compiles:
+                              observer=observer, judge=judge_for(subject, backend), compile_budget=budget,
+                              compiles=share if backend.compiles else None)
+        with counting_compiles(enabled=backend.compiles, subject=subject.name, budget=budget,
+                               counter=share) as compiles:
             try:
                 result = kind.run(context, value)
             except BudgetExhausted as exc:  # an unsearched cell whose one kernel the budget could not pay for

@@ -47,12 +47,12 @@ from triton_conformance.conformance.checks import (
     EXAMPLE_REJECTED,
     EXAMPLE_REJECTED_UNEXPLAINED,
     EXAMPLE_UNJUDGED,
-    run_example,
 )
 from triton_conformance.conformance.compiles import BudgetExhausted
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
 from triton_conformance.conformance.safety import MEMORY_FRACTION, example_bytes, finding_class, gib, memory_cap
+from triton_conformance.conformance.specializations import in_compiled_class, run_counted
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for
@@ -63,6 +63,8 @@ __all__ = ["Violation", "SearchOutcome", "profile_settings", "search", "shrink",
 
 DISCARDED = "discarded"
 OVER_MEMORY = "over-memory"  # examples discarded as over the per-cell memory cap
+# Examples discarded on CUDA because the cell may start no new class and none compiled would hold them.
+NO_COMPILED_CLASS = "no-compiled-class"
 # Once a cell has discarded this many examples (plus three per example it ran) for
 # want of compile budget, its search ends: each discard builds inputs and starts a
 # launch (about 2 ms on an H200), and a cell whose kernels the budget never paid for
@@ -111,6 +113,8 @@ class SearchOutcome:
     error: Exception | None = None
     counts: Counter = field(default_factory=Counter)  # "honoured" / "rejected" / "failed" -> examples run
     discards: Counter = field(default_factory=Counter)  # a budget's ``discard`` name -> examples not run
+    steered: int = 0  # examples moved into a compiled class (CUDA, once the cell may start no new class)
+    reused: int = 0  # examples that compiled nothing new
 
     @property
     def discarded(self) -> int:
@@ -126,12 +130,15 @@ class SearchOutcome:
 
 
 def search(context: Any, strategy: Any, *, determinism: bool = False, excluding: tuple | None = None,
-           max_examples: int | None = None, shrink_calls: int | None = None) -> SearchOutcome:
+           max_examples: int | None = None, shrink_calls: int | None = None,
+           keeps_class: Callable[[Spec, Spec], bool] | None = None) -> SearchOutcome:
     """Search ``strategy``'s specs for one that breaks ``context.subject``'s contract.
 
     ``excluding``: a :func:`finding_class` that does not count as a failure (the
     second search); with an ``"empty"`` class, specs with a 0 dim are not even run.
     ``max_examples`` / ``shrink_calls``: instead of the profile's.
+    ``keeps_class(candidate, drawn)``: whether an example moved into a compiled class
+    (on CUDA, once the cell's share of the compile budget is spent) is still in the cell's class.
     """
     subject, cell, observer = context.subject, context.cell, context.observer
     outcome = SearchOutcome()
@@ -142,6 +149,7 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
     shrink_calls = context.config.profile.shrink_calls if shrink_calls is None else shrink_calls
     after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
     cap = memory_cap(context.config)
+    steering = context.compiles is not None and context.compiles.budget is not None
 
     def probe(spec: Spec) -> None:
         key = repr(spec)
@@ -149,19 +157,29 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
             raise failures[key]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
-        if discards[DISCARDED] >= MAX_DISCARDS + 3 * outcome.examples:
+        if discards[DISCARDED] + discards[NO_COMPILED_CLASS] >= MAX_DISCARDS + 3 * outcome.examples:
             raise _StopSearch  # the compile budget is spent on kernels this cell keeps asking for
         if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in spec.dims.values()):
             reject()  # the first finding was at an empty size: look elsewhere
         if example_bytes(subject.contract, spec) > cap:
             discards[OVER_MEMORY] += 1
             reject()  # not run: it would need more memory than a cell may take
+        if steering:
+            steered = in_compiled_class(context, spec, keeps_class, excluding, cap)
+            if steered is None:
+                discards[NO_COMPILED_CLASS] += 1
+                reject()  # the cell may compile no new class, and no compiled one holds this example
+            outcome.steered += steered is not spec
+            spec = steered
         observer.example_started(subject, cell, spec)
         if failures:
             after_failure[0] += 1
         started = time.perf_counter()
+        classes_before = context.compiles.classes if steering else 0
         try:
-            verdict = run_example(subject, spec, context.backend, context.judge, determinism=determinism)
+            verdict = run_counted(context, spec, determinism=determinism)
+            if steering and context.compiles.classes == classes_before:
+                outcome.reused += 1
         except BudgetExhausted as exc:
             discards[exc.discard] += 1
             observer.example_finished(subject, cell, spec, exc.discard, time.perf_counter() - started)
@@ -244,8 +262,7 @@ def _error_by_size(context: Any, spec: Spec, *, determinism: bool, points: int =
         if example_bytes(subject.contract, replace(spec, dims={**spec.dims, sym: n})) > cap:
             continue  # the plot loses a point rather than the machine its memory
         try:
-            verdict = run_example(subject, replace(spec, dims={**spec.dims, sym: n}), context.backend,
-                                  context.judge, determinism=determinism)
+            verdict = run_counted(context, replace(spec, dims={**spec.dims, sym: n}), determinism=determinism)
         except BudgetExhausted:
             continue  # the plot loses a point rather than the subject its compile budget
         if isinstance(verdict, Finding):
@@ -275,8 +292,7 @@ def shrink(context: Any, violation: Violation, *, keeps_class: Callable[[Spec, S
         if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in candidate.dims.values()):
             return None
         try:
-            verdict = run_example(context.subject, candidate, context.backend, context.judge,
-                                  determinism=determinism)
+            verdict = run_counted(context, candidate, determinism=determinism)
         except BudgetExhausted:
             return None  # a candidate the budget cannot compile does not count as failing
         if isinstance(verdict, Finding) and excluding is not None and finding_class(verdict, candidate) == excluding:
@@ -313,7 +329,7 @@ def second_search(context: Any, strategy: Any, first: tuple[Spec, Finding, dict]
     spec, finding, _ = first
     excluded = finding_class(finding, spec)
     profile = context.config.profile
-    found = search(context, strategy, determinism=determinism, excluding=excluded,
+    found = search(context, strategy, determinism=determinism, excluding=excluded, keeps_class=keeps_class,
                    max_examples=max(2, context.config.examples // 2), shrink_calls=max(1, profile.shrink_calls // 2))
     if found.failure is None:
         return found, None
@@ -325,6 +341,18 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
              second: tuple[Spec, Finding, dict] | None = None, second_examples: int = 0) -> CellResult:
     """The cell's result from its search (and the shrunk failure, if there was one; and the
     second search's, in ``details["second_finding"]`` and the message)."""
+    result = _assembled(context, outcome, shrunk, second, second_examples)
+    share = getattr(context, "compiles", None)
+    if share is None:
+        return result
+    # On CUDA: what the cell's share of the compile budget bought, and how far the search reused it.
+    classes = {"examples": outcome.examples, "classes_compiled": share.classes, "examples_reused": outcome.reused,
+               "examples_steered": outcome.steered}
+    return replace(result, details={**result.details, "specializations": classes})
+
+
+def _assembled(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, dict] | None,
+               second: tuple[Spec, Finding, dict] | None, second_examples: int) -> CellResult:
     subject, cell = context.subject, context.cell
     counts, discarded, examples = outcome.counts, outcome.discarded, outcome.examples
     rejected = counts[EXAMPLE_REJECTED]
@@ -351,7 +379,8 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
         return skipped(subject, cell, f"every draw would need more than the per-cell memory cap ({gib(cap)}); "
                        f"{over} discarded unrun", details={"over_memory_discarded": over})
     error = outcome.error
-    if isinstance(error, Unsatisfiable) and (discarded or over):
+    others = {k: n for k, n in outcome.discards.items() if k not in (DISCARDED, OVER_MEMORY) and n}
+    if isinstance(error, Unsatisfiable) and (discarded or over or others):
         error = None  # every example needed a kernel past the budget (or too much memory): nothing was wrong
     if error is not None:
         return cell_result(subject, cell, "crash", f"hypothesis could not search this cell: {error}",
@@ -361,7 +390,6 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
         budget_details["over_memory_discarded"] = over
     # Discards for budgets other than the compile budget and the memory cap (the interpreter's cost, ...):
     # each subclass of BudgetExhausted names its own count.
-    others = {k: n for k, n in outcome.discards.items() if k not in (DISCARDED, OVER_MEMORY) and n}
     for k, n in others.items():
         budget_details[f"{k}_discarded"] = n
     if examples == 0 and discarded:

@@ -66,6 +66,7 @@ class CellContext:
     seed: int | None = None
     observer: Observer = NO_OBSERVER
     compile_budget: int | None = None  # what this cell may compile on CUDA (None: no limit, or no compiler)
+    compiles: Any = None  # the cell's compiles.CellCompiles on CUDA (its fair share of the budget), else None
 
 
 _KINDS: list[CellKind] = []

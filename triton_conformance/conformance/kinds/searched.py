@@ -52,10 +52,10 @@ class SearchedKind(CellKind):
     def run(self, context: CellContext, value: str) -> CellResult:
         strategy = self.strategy(context.subject.contract, value, backend=context.backend, config=context.config,
                                  palette=context.backend.compiles and context.compile_budget is not None)
-        found = search(context, strategy, determinism=self.determinism)
+        keeps = lambda c, o: self.keeps_class(value, c, o)  # noqa: E731
+        found = search(context, strategy, determinism=self.determinism, keeps_class=keeps)
         shrunk = second = None
         second_examples = 0
-        keeps = lambda c, o: self.keeps_class(value, c, o)  # noqa: E731
         if found.failure is not None:
             shrunk = shrink(context, found.failure, keeps_class=keeps, minimize=self.minimizes(value),
                             determinism=self.determinism)

@@ -1,0 +1,206 @@
+"""Specialization classes of examples, so a compiling back end searches without compiling at every draw.
+
+Triton compiles one kernel per specialization of its arguments: each int
+argument is ``== 1``, ``% 16 == 0`` or neither; each pointer is 16-byte
+aligned or not; each stride is 1, a multiple of 16 or neither; and launchers
+derive constexpr block sizes from dims, usually the next power of two.  A
+new specialization costs 75-250 ms on an H200 against about 35 us for a
+cached launch, so two examples of the same **class** (:func:`signature`)
+cost one compile, not two.
+
+The signature is computed from the spec alone, before anything is built.
+It over-splits rather than under-splits (every dim counts as an int
+argument and a block size, every stride as specialized), so two examples
+with one signature share their kernels; a prediction that misses is caught
+by the compile hook, which refuses what the budget cannot pay for.
+
+:class:`ClassBook` keeps, per subject, the classes that have run and one
+example of each.  Once a cell may buy no new class, :func:`steer` moves a
+drawn example into a class already compiled: the same layouts, dtypes,
+values and seed, with each dim moved to the nearest size of the compiled
+class (same power-of-two block, same ``== 1`` / ``% 16`` class), so the
+search goes on varying sizes and contents within the kernels it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from triton_conformance.conformance.checks import run_example
+from triton_conformance.conformance.expectation import expectation
+from triton_conformance.conformance.safety import example_bytes
+from triton_conformance.model.contract import Contract
+from triton_conformance.model.spec import Spec, strides_for
+
+__all__ = ["signature", "ClassBook", "BOOK", "steer", "size_class", "nearest_in_class", "in_compiled_class",
+           "run_counted"]
+
+_ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
+             "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def _int_class(n: int) -> str:
+    """Triton's class for an int argument: ``"1"``, ``"16"`` (a multiple of 16) or ``"n"``."""
+    if n == 1:
+        return "1"
+    return "16" if n % 16 == 0 else "n"
+
+
+def _block(n: int) -> int:
+    """The power-of-two block a launcher would derive from ``n`` (``triton.next_power_of_2``)."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def size_class(n: int) -> tuple[int, str]:
+    """A dim's class: its power-of-two block and its int class."""
+    return _block(n), _int_class(n)
+
+
+def signature(contract: Contract, spec: Spec) -> tuple:
+    """What Triton would specialize on for ``spec``: dims, dtypes, alignments, stride and scalar classes."""
+    dims = tuple((sym, size_class(spec.dims[sym])) for sym in sorted(spec.dims))
+    tensors = []
+    for name, decl in contract.inputs.items():
+        shape = tuple(spec.dims[s] for s in decl.shape)
+        strides, offset, _ = strides_for(shape, spec.layout(name))
+        dtype = spec.dtypes.get(name, "")
+        aligned = (offset * _ITEMSIZE.get(dtype, 4)) % 16 == 0
+        tensors.append((name, dtype, aligned, tuple(_int_class(s) if s else "0" for s in strides)))
+    scalars = []
+    for name, value in sorted(spec.scalars.items()):
+        kind = getattr(contract.scalars.get(name), "kind", "float")
+        if kind == "bool":
+            scalars.append((name, bool(value)))
+        elif kind == "int":
+            scalars.append((name, _int_class(int(value))))
+    return dims, tuple(tensors), tuple(scalars)
+
+
+def nearest_in_class(n: int, target: tuple[int, str], lo: int, hi: int, *, upwards: bool = False) -> int | None:
+    """The size in ``[lo, hi]`` of class ``target`` (:func:`size_class`) nearest to ``n``, or None.
+
+    Ties (and, with ``upwards``, every choice between a smaller and a larger size) go to the
+    smaller one, or with ``upwards`` to the larger one.
+    """
+    block, kind = target
+    first, last = max(lo, block // 2 + 1), min(hi, block)
+    if block == 1:
+        first = max(lo, 0)
+    if first > last:
+        return None
+    if kind == "1":
+        return 1 if first <= 1 <= last else None
+    m = min(max(n, first), last)
+    fits = (lambda v: v % 16 == 0 and v != 0) if kind == "16" else (lambda v: v != 1 and v % 16 != 0)
+    below = next((v for v in range(m, max(first, m - 16) - 1, -1) if fits(v)), None)
+    above = next((v for v in range(m, min(last, m + 16) + 1) if fits(v)), None)
+    if below is None or above is None:
+        return above if below is None else below
+    if upwards:
+        return above
+    return below if n - below <= above - n else above
+
+
+@dataclass
+class _Classes:
+    """One subject's classes that have run, each with the example that first ran it."""
+
+    examples: dict[tuple, Spec] = field(default_factory=dict)
+
+
+@dataclass
+class ClassBook:
+    """Specialization classes per subject that have run in this process (so are compiled)."""
+
+    subjects: dict[str, _Classes] = field(default_factory=dict)
+
+    def known(self, subject: str, sig: tuple) -> bool:
+        return sig in self.subjects.get(subject, _Classes()).examples
+
+    def record(self, subject: str, sig: tuple, spec: Spec) -> None:
+        self.subjects.setdefault(subject, _Classes()).examples.setdefault(sig, spec)
+
+    def classes(self, subject: str) -> dict[tuple, Spec]:
+        return self.subjects.get(subject, _Classes()).examples
+
+    def forget(self, subject: str | None = None) -> None:
+        if subject is None:
+            self.subjects.clear()
+        else:
+            self.subjects.pop(subject, None)
+
+
+BOOK = ClassBook()
+
+
+def _moved(contract: Contract, spec: Spec, target_sig: tuple, *, upwards: bool) -> Spec | None:
+    """``spec`` with each dim moved into the class it has in ``target_sig``, or None if a dim cannot be."""
+    dims = dict(spec.dims)
+    for sym, cls in target_sig[0]:
+        if sym not in dims:
+            return None
+        if size_class(dims[sym]) == cls:
+            continue
+        d = contract.dims[sym]
+        moved = nearest_in_class(dims[sym], cls, d.min, d.max, upwards=upwards)
+        if moved is None:
+            return None
+        dims[sym] = moved
+    return replace(spec, dims=dims)
+
+
+def steer(contract: Contract, spec: Spec, classes: dict[tuple, Spec],
+          admissible: Callable[[Spec], bool]) -> Spec | None:
+    """An example of an already compiled class as near to ``spec`` as can be, or None.
+
+    - ``classes``: compiled signatures and an example of each (:meth:`ClassBook.classes`);
+    - ``admissible(candidate)``: whether a candidate stays in the cell's class and on the same
+      side of the contract (and within the memory cap).
+
+    Tries each compiled class, nearest block sizes first: ``spec``'s dims moved into the class
+    (its layouts, dtypes, values and seed kept), to the nearest sizes and then to the nearest
+    larger ones (a cell such as ``shape:beyond-block`` admits no smaller size); failing that, the
+    class's own dims with ``spec``'s layouts.  A candidate counts only if its signature is the class's.
+    """
+    def distance(sig: tuple) -> tuple:
+        blocks = dict(sig[0])
+        return (sum(abs(_block(n).bit_length() - blocks.get(s, (1, ""))[0].bit_length())
+                    for s, n in spec.dims.items()), repr(sig))
+
+    for sig in sorted(classes, key=distance):
+        for candidate in (_moved(contract, spec, sig, upwards=False), _moved(contract, spec, sig, upwards=True),
+                          replace(spec, dims=dict(classes[sig].dims))):
+            if candidate is not None and signature(contract, candidate) == sig and admissible(candidate):
+                return candidate
+    return None
+
+
+def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None,
+                       excluding: tuple | None, cap: int) -> Spec | None:
+    """``spec`` if its class is compiled or the cell may start a new one; else the nearest example of a
+    compiled class that stays in the cell's class and on the same side of the contract; else None."""
+    contract, name = context.subject.contract, context.subject.name
+    if BOOK.known(name, signature(contract, spec)) or context.compiles.may_start_class():
+        return spec
+    side = expectation(contract, spec).kind
+
+    def admissible(candidate: Spec) -> bool:
+        if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in candidate.dims.values()):
+            return False
+        return (expectation(contract, candidate).kind == side and example_bytes(contract, candidate) <= cap
+                and (keeps_class is None or keeps_class(candidate, spec)))
+
+    return steer(contract, spec, BOOK.classes(name), admissible)
+
+
+def run_counted(context: Any, spec: Spec, *, determinism: bool) -> Any:
+    """Run one example; on CUDA, as one example of the cell's share, its class recorded once it ran."""
+    share = context.compiles
+    if share is not None:
+        share.start_example()
+    verdict = run_example(context.subject, spec, context.backend, context.judge, determinism=determinism)
+    if share is not None:
+        BOOK.record(context.subject.name, signature(context.subject.contract, spec), spec)
+    return verdict

@@ -50,7 +50,7 @@ class GuardedAllocation:
     buffer: torch.Tensor  # uint8 storage: guard | tensor span | guard
     tensor: torch.Tensor
     span_bytes: int
-    initial: bytes  # the guard bands' expected bytes (poison)
+    initial: bytes  # a guard band's expected bytes (poison)
     variant: int = 0
 
     def guard_damage(self) -> list[tuple[str, int]]:
@@ -59,7 +59,7 @@ class GuardedAllocation:
         before = self.buffer[:GUARD_BYTES].cpu().numpy().tobytes()
         after = self.buffer[GUARD_BYTES + self.span_bytes:].cpu().numpy().tobytes()
         damage = []
-        if before != self.initial[:GUARD_BYTES]:
+        if before != self.initial:
             first = next(i for i, (a, b) in enumerate(zip(before, self.initial)) if a != b)
             damage.append(("before", first - GUARD_BYTES))
         if after != self.initial[:len(after)]:
@@ -78,10 +78,11 @@ def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, variant: int = 0
     else:
         span = (sum((s - 1) * st for s, st in zip(meta.shape, meta.stride())) + 1) * elem
     poison = poison_bytes(meta.dtype, variant)
-    total = GUARD_BYTES + span + GUARD_BYTES
-    pattern = (poison * (total // elem + 1))[:total]
+    total = GUARD_BYTES + span + GUARD_BYTES  # a whole number of elements: GUARD_BYTES is one of 8 bytes
     buffer = torch.empty(total, dtype=torch.uint8, device=device)  # torch's own: the interceptor is idle here
-    buffer.copy_(torch.frombuffer(bytearray(pattern), dtype=torch.uint8))
+    # Filled on the device, one element at a time: a tuner's 256 MB cache-flush buffer comes here too.
+    buffer.view(_UINT.get(elem, torch.uint8)).fill_(int.from_bytes(poison, "little", signed=elem > 1))
+    pattern = poison * (GUARD_BYTES // elem)  # what each guard band holds
     if span:
         tensor = buffer.view(meta.dtype).as_strided(meta.shape, meta.stride(), GUARD_BYTES // elem)
     else:

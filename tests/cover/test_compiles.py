@@ -11,6 +11,7 @@ import itertools
 from types import SimpleNamespace
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -328,3 +329,31 @@ def test_a_cell_keeps_one_compile_for_each_later_cell_that_applies():
     assert first.compiles == 1
     final = run_cell(subject, last, backend=cuda_on_cpu, config=config)
     assert last == "determinism" and final.compiles > 1 and LEDGER.used(subject.name) <= 6
+
+
+class _CompilingScale(torch.autograd.Function):
+    """y = x * 2, whose backward 'compiles' one kernel per class of N (and of grad_output's layout)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        compiling_add(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        n = g.shape[0]
+        block = 1 if n <= 1 else 1 << (n - 1).bit_length()
+        fake_compile("add_backward", (specialization_class(n), block, g.stride()))
+        return g * 2
+
+
+def test_gradient_cells_run_inside_compiled_classes_once_their_share_is_spent():
+    subject = tc.register(_CompilingScale, name=f"cover_compiling_scale_{next(_ids)}",
+                          inputs={"x": Tensor(("N",), dtypes=("float32",))}, dims={"N": Dim(1, 4096)},
+                          oracle=lambda x: x * 2, backward=True)
+    cuda_on_cpu = Backend(name="cuda", device="cpu")
+    config = run_config(profile="ci", compile_budget=2, max_examples=30)
+    r = run_cell(subject, "grad:layout:contiguous", backend=cuda_on_cpu, config=config)
+    # One class bought (forward and backward kernels of one N class: 2 compiles), then 30 examples in it.
+    assert (r.outcome, r.examples, r.compiles) == ("honoured", 30, 2), r.message
+    assert "discarded" not in r.message

@@ -49,7 +49,8 @@ from triton_conformance.conformance.launching import launch, outputs_of
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
 from triton_conformance.conformance.results import cell_result, failed, reproducer_script
 from triton_conformance.conformance.safety import example_bytes, memory_cap
-from triton_conformance.conformance.search import counterexample, profile_settings
+from triton_conformance.conformance.search import MAX_DISCARDS, counterexample, profile_settings
+from triton_conformance.conformance.specializations import BOOK, in_compiled_class, signature
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView, worst
 from triton_conformance.model.spec import GUARD_ELEMENTS, Layout, Spec, strides_for
 from triton_conformance.model.subject import Subject
@@ -353,12 +354,23 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
     counts: Counter = Counter()
     cap = memory_cap(context.config)
     failures: list[_Failed] = []
+    examples = lambda: sum(n for k, n in counts.items() if k not in ("discarded", "after-failure"))  # noqa: E731
+
+    share = context.compiles if context.compiles is not None and context.compiles.budget is not None else None
 
     def probe(spec: Spec) -> None:
         if expectation(subject.contract, spec).kind != "honour" or example_bytes(subject.contract, spec) > cap:
             reject()  # the backward is judged inside the contract only
         if failures and len(failures) + counts["after-failure"] > profile.shrink_calls:
             raise _Stop
+        if counts["discarded"] >= MAX_DISCARDS + 3 * examples():
+            raise _Stop  # the compile budget is spent on kernels this cell keeps asking for
+        if share is not None:  # on CUDA: inside a compiled class once the cell may start no new one
+            spec = in_compiled_class(context, spec, None, None, cap)
+            if spec is None:
+                counts["discarded"] += 1
+                reject()
+            share.start_example()
         if failures:
             counts["after-failure"] += 1
         observer.example_started(subject, cell, spec)
@@ -366,6 +378,8 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
         try:
             verdict = run_gradient_example(subject, spec, context.backend, context.judge,
                                            second=options["second"], determinism=options["determinism"])
+            if share is not None:
+                BOOK.record(subject.name, signature(subject.contract, spec), spec)
         except BudgetExhausted:
             counts["discarded"] += 1
             observer.example_finished(subject, cell, spec, "discarded", time.perf_counter() - started)
@@ -383,14 +397,16 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
         test = hypothesis_seed(zlib.crc32(f"{subject.name}::{cell}".encode()))(test)
     elif context.seed is not None:
         test = hypothesis_seed(context.seed)(test)
-    examples = lambda: sum(n for k, n in counts.items() if k not in ("discarded", "after-failure"))  # noqa: E731
     try:
         test()
         error = None
     except _Failed as exc:
         error = exc
     except _Stop:
-        error = failures[-1]
+        error = failures[-1] if failures else None  # or the compile budget: what ran, ran
+        if error is None and examples() == 0:
+            return cell_result(subject, cell, "skipped", f"the compile budget ({context.compile_budget}) was "
+                               f"used before this cell ran an example; {counts['discarded']} discarded")
     except Exception as exc:  # noqa: BLE001 - Hypothesis could not search (every draw rejected, a flaky replay)
         # A failure Hypothesis could not replay (a nondeterministic one) is still the failure it was.
         error = failures[-1] if failures else exc

@@ -68,6 +68,10 @@ def signature(contract: Contract, spec: Spec) -> tuple:
         dtype = spec.dtypes.get(name, "")
         aligned = (offset * _ITEMSIZE.get(dtype, 4)) % 16 == 0
         tensors.append((name, dtype, aligned, tuple(_int_class(s) if s else "0" for s in strides)))
+    for name in sorted(set(spec.layouts) - set(contract.inputs)):  # a grad_output: its shape is the output's
+        layout = spec.layouts[name]
+        tensors.append((name, layout.kind, layout.perm, layout.steps, layout.broadcast, layout.pad % 16 == 0,
+                        layout.offset % 8 == 0))
     scalars = []
     for name, value in sorted(spec.scalars.items()):
         kind = getattr(contract.scalars.get(name), "kind", "float")

@@ -26,6 +26,7 @@ returns a made-up timing that makes the chosen winner win.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 from collections import Counter
@@ -35,10 +36,13 @@ from triton_conformance.conformance.compiles import BudgetExhausted
 from triton_conformance.errors import InvalidArgument
 
 __all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",
-           "AUTOTUNED_ATTR"]
+           "AUTOTUNED_ATTR", "quick_benchmarks", "QUICK_BENCH_RUNS"]
 
 AUTOTUNED_ATTR = "__conformance_autotuned__"
 BENCH_RUNS = 1  # kernel_call()s per config in an emulated do_bench: one already shows a missing reset
+# Timed runs per config when a real tuner benchmarks on CUDA during a cell: enough to rank configs,
+# where do_bench's 25 ms warm-up and 100 ms of repetitions cost half a second a tuning of four configs.
+QUICK_BENCH_RUNS = 3
 _FOREIGN = ("torch", "triton", "numpy", "hypothesis", "triton_conformance", "builtins", "typing", "functools")
 
 
@@ -300,7 +304,7 @@ class Tuning:
 
             self._set(tuner, "prune_configs", prune)
             self._set(tuner, "_bench", bench)
-            self._set(tuner, "do_bench", do_bench)
+            self._set(tuner, _bench_attr(tuner), do_bench)
             self._set(fn, "run", run)
         if self.counting:
             self._install_compile_hook()
@@ -355,3 +359,47 @@ class Tuning:
 
 
 _MISSING = object()
+
+
+def _bench_attr(tuner: Any) -> str:
+    """The attribute a tuner calls to benchmark: ``do_bench``, or behind a property ``_do_bench`` (triton 3.9)."""
+    return "_do_bench" if isinstance(getattr(type(tuner), "do_bench", None), property) else "do_bench"
+
+
+def _quick_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> list:
+    """A tuner's benchmark in :data:`QUICK_BENCH_RUNS` timed runs after one warm-up: (median, min, max) ms."""
+    import torch
+
+    kernel_call()
+    times = []
+    for _run in range(QUICK_BENCH_RUNS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        kernel_call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return [times[len(times) // 2], times[0], times[-1]]
+
+
+@contextlib.contextmanager
+def quick_benchmarks(tuners: Iterable[Any]):  # noqa: ANN201 - a context manager
+    """While active, each tuner ranks its configs with :func:`_quick_bench` (instance attributes only).
+
+    The battery judges what a kernel computes, not how fast its tuning is: the configs are still
+    ranked by a timing, so the tuner's choice is still a real one, at a few runs' cost.
+    """
+    saved = []
+    for tuner in tuners:
+        attr = _bench_attr(tuner)
+        saved.append((tuner, attr, tuner.__dict__.get(attr, _MISSING)))
+        tuner.__dict__[attr] = _quick_bench
+    try:
+        yield
+    finally:
+        for tuner, attr, value in reversed(saved):
+            if value is _MISSING:
+                tuner.__dict__.pop(attr, None)
+            else:
+                tuner.__dict__[attr] = value

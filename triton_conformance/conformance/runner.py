@@ -8,9 +8,11 @@ verdict about the kernel), and the ``cell_finished`` event.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import replace
 
+from triton_conformance.conformance.autotune import quick_benchmarks, tuners_for
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import BudgetExhausted, CellCompiles, counting_compiles
 from triton_conformance.conformance.judge import OracleError
@@ -34,6 +36,13 @@ def _later_cells(subject: Subject, cell: str, backend: Backend) -> int:
         kind, value = kind_of(later_cell)
         applying += kind.skip_reason(subject.contract, value, backend) is None
     return applying
+
+
+def _tuning_quickly(subject: Subject, backend: Backend):  # noqa: ANN202 - a context manager
+    """On CUDA, the subject's autotuners rank configs in a few timed runs (:func:`.autotune.quick_benchmarks`)."""
+    if not backend.compiles:
+        return contextlib.nullcontext()
+    return quick_benchmarks(tuners_for(subject))
 
 
 def run_cell(
@@ -69,7 +78,8 @@ def run_cell(
         with counting_compiles(enabled=backend.compiles, subject=subject.name, budget=budget,
                                counter=share) as compiles:
             try:
-                result = kind.run(context, value)
+                with _tuning_quickly(subject, backend):
+                    result = kind.run(context, value)
             except BudgetExhausted as exc:  # an unsearched cell whose one kernel the budget could not pay for
                 result = skipped(subject, cell, f"the compile budget was used before this cell: {exc}")
             except OracleError as exc:

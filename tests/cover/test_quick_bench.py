@@ -1,0 +1,32 @@
+"""On CUDA a real tuner's benchmark is shortened for the cells' duration (conformance/autotune.py)."""
+
+import triton
+import triton.language as tl
+
+from triton_conformance.conformance import autotune
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+def benchmark_of(tuner):
+    """What the tuner calls to time a config (read from the instance: triton 3.9's property needs a driver)."""
+    return tuner.__dict__.get(autotune._bench_attr(tuner))
+
+
+def test_the_tuner_ranks_configs_with_the_quick_benchmark_while_active_and_not_after():
+    before = benchmark_of(_copy)
+    with autotune.quick_benchmarks([_copy]):
+        assert benchmark_of(_copy) is autotune._quick_bench
+    assert benchmark_of(_copy) is before
+
+
+def test_a_cells_tuning_hooks_take_precedence_over_the_quick_benchmark():
+    with autotune.quick_benchmarks([_copy]), autotune.Tuning([_copy]):
+        inner = benchmark_of(_copy)
+        assert inner is not None and inner is not autotune._quick_bench  # the autotune cells' emulated one
+    assert benchmark_of(_copy) is not autotune._quick_bench

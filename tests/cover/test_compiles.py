@@ -357,3 +357,25 @@ def test_gradient_cells_run_inside_compiled_classes_once_their_share_is_spent():
     # One class bought (forward and backward kernels of one N class: 2 compiles), then 30 examples in it.
     assert (r.outcome, r.examples, r.compiles) == ("honoured", 30, 2), r.message
     assert "discarded" not in r.message
+
+
+def compiling_rows(x):
+    """A 2-D launcher that 'compiles' per stride pattern as well as per size class of N."""
+    n = x.shape[1]
+    block = 1 if n <= 1 else 1 << (n - 1).bit_length()
+    strides = tuple("0" if s == 0 else specialization_class(s) for s in x.stride())
+    fake_compile("rows_kernel", (strides, specialization_class(n), block, x.storage_offset() % 4 == 0))
+    return x * 2
+
+
+def test_a_cell_with_one_class_of_its_own_runs_every_example_in_it():
+    # Sliced layouts come in many step patterns, each its own specialization: with one class of
+    # its own, the cell replays that class's layout with fresh sizes and values, discarding nothing.
+    subject = tc.register(compiling_rows, name=f"cover_compiling_rows_{next(_ids)}",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float32",), layouts="any")},
+                          dims={"M": Dim(1, 64), "N": Dim(1, 4096)}, oracle=lambda x: x * 2)
+    cuda_on_cpu = Backend(name="cuda", device="cpu")
+    r = run_cell(subject, "layout:sliced", backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=1,
+                                                                                   max_examples=30))
+    assert (r.outcome, r.examples, r.compiles) == ("honoured", 30, 1), r.message
+    assert "discarded" not in r.message and r.details["specializations"]["examples_steered"] > 0

@@ -379,7 +379,7 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
             verdict = run_gradient_example(subject, spec, context.backend, context.judge,
                                            second=options["second"], determinism=options["determinism"])
             if share is not None:
-                BOOK.record(subject.name, signature(subject.contract, spec), spec)
+                BOOK.record(subject.name, signature(subject.contract, spec), spec, cell)
         except BudgetExhausted:
             counts["discarded"] += 1
             observer.example_finished(subject, cell, spec, "discarded", time.perf_counter() - started)

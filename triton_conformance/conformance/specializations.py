@@ -109,9 +109,10 @@ def nearest_in_class(n: int, target: tuple[int, str], lo: int, hi: int, *, upwar
 
 @dataclass
 class _Classes:
-    """One subject's classes that have run, each with the example that first ran it."""
+    """One subject's classes that have run, each with the example that first ran it, and by which cells."""
 
     examples: dict[tuple, Spec] = field(default_factory=dict)
+    cells: dict[str, set] = field(default_factory=dict)  # cell -> the signatures it ran
 
 
 @dataclass
@@ -123,11 +124,17 @@ class ClassBook:
     def known(self, subject: str, sig: tuple) -> bool:
         return sig in self.subjects.get(subject, _Classes()).examples
 
-    def record(self, subject: str, sig: tuple, spec: Spec) -> None:
-        self.subjects.setdefault(subject, _Classes()).examples.setdefault(sig, spec)
+    def record(self, subject: str, sig: tuple, spec: Spec, cell: str = "") -> None:
+        book = self.subjects.setdefault(subject, _Classes())
+        book.examples.setdefault(sig, spec)
+        book.cells.setdefault(cell, set()).add(sig)
 
     def classes(self, subject: str) -> dict[tuple, Spec]:
         return self.subjects.get(subject, _Classes()).examples
+
+    def ran_by(self, subject: str, cell: str) -> set:
+        """The signatures ``cell`` itself ran: their examples are in the cell's class, layouts included."""
+        return self.subjects.get(subject, _Classes()).cells.get(cell, set())
 
     def forget(self, subject: str | None = None) -> None:
         if subject is None:
@@ -156,7 +163,7 @@ def _moved(contract: Contract, spec: Spec, target_sig: tuple, *, upwards: bool) 
 
 
 def steer(contract: Contract, spec: Spec, classes: dict[tuple, Spec],
-          admissible: Callable[[Spec], bool]) -> Spec | None:
+          admissible: Callable[[Spec], bool], own: set | frozenset = frozenset()) -> Spec | None:
     """An example of an already compiled class as near to ``spec`` as can be, or None.
 
     - ``classes``: compiled signatures and an example of each (:meth:`ClassBook.classes`);
@@ -166,16 +173,26 @@ def steer(contract: Contract, spec: Spec, classes: dict[tuple, Spec],
     Tries each compiled class, nearest block sizes first: ``spec``'s dims moved into the class
     (its layouts, dtypes, values and seed kept), to the nearest sizes and then to the nearest
     larger ones (a cell such as ``shape:beyond-block`` admits no smaller size); failing that, the
-    class's own dims with ``spec``'s layouts.  A candidate counts only if its signature is the class's.
+    class's own dims with ``spec``'s layouts.  For the classes in ``own`` (those the cell itself
+    ran, so in its class whatever their layouts), then the class's layouts too, with ``spec``'s
+    dims moved or the class's own.  A candidate counts only if its signature is the class's.
     """
     def distance(sig: tuple) -> tuple:
         blocks = dict(sig[0])
         return (sum(abs(_block(n).bit_length() - blocks.get(s, (1, ""))[0].bit_length())
                     for s, n in spec.dims.items()), repr(sig))
 
+    def candidates(sig: tuple):
+        yield _moved(contract, spec, sig, upwards=False)
+        yield _moved(contract, spec, sig, upwards=True)
+        yield replace(spec, dims=dict(classes[sig].dims))
+        if sig in own:  # the class's own layouts: the cell ran them, so they are in its class
+            relaid = replace(spec, layouts=dict(classes[sig].layouts))
+            yield _moved(contract, relaid, sig, upwards=False)
+            yield replace(relaid, dims=dict(classes[sig].dims))
+
     for sig in sorted(classes, key=distance):
-        for candidate in (_moved(contract, spec, sig, upwards=False), _moved(contract, spec, sig, upwards=True),
-                          replace(spec, dims=dict(classes[sig].dims))):
+        for candidate in candidates(sig):
             if candidate is not None and signature(contract, candidate) == sig and admissible(candidate):
                 return candidate
     return None
@@ -196,7 +213,7 @@ def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
         return (expectation(contract, candidate).kind == side and example_bytes(contract, candidate) <= cap
                 and (keeps_class is None or keeps_class(candidate, spec)))
 
-    return steer(contract, spec, BOOK.classes(name), admissible)
+    return steer(contract, spec, BOOK.classes(name), admissible, own=BOOK.ran_by(name, context.cell))
 
 
 def run_counted(context: Any, spec: Spec, *, determinism: bool) -> Any:
@@ -206,5 +223,5 @@ def run_counted(context: Any, spec: Spec, *, determinism: bool) -> Any:
         share.start_example()
     verdict = run_example(context.subject, spec, context.backend, context.judge, determinism=determinism)
     if share is not None:
-        BOOK.record(context.subject.name, signature(context.subject.contract, spec), spec)
+        BOOK.record(context.subject.name, signature(context.subject.contract, spec), spec, context.cell)
     return verdict

@@ -30,3 +30,29 @@ def test_a_cells_tuning_hooks_take_precedence_over_the_quick_benchmark():
         inner = benchmark_of(_copy)
         assert inner is not None and inner is not autotune._quick_bench  # the autotune cells' emulated one
     assert benchmark_of(_copy) is not autotune._quick_bench
+
+
+def test_an_autotuned_subjects_compile_budget_pays_for_every_config_of_a_class():
+    import triton_conformance as tc
+    from triton_conformance import Dim, Tensor
+    from triton_conformance.conformance.backend import Backend
+    from triton_conformance.conformance.runner import _compile_budget
+    from triton_conformance.model.config import run_config
+
+    def launch_copy(x):
+        y = x.new_empty(x.shape)
+        _copy[(1,)](x, y, x.numel())
+        return y
+
+    def plain(x):
+        return x * 1.0
+
+    tuned = tc.register(launch_copy, name="cover_quick_bench_tuned", inputs={"x": Tensor(("N",))},
+                        dims={"N": Dim(1, 64)}, oracle=lambda x: x)
+    untuned = tc.register(plain, name="cover_quick_bench_plain", inputs={"x": Tensor(("N",))},
+                          dims={"N": Dim(1, 64)}, oracle=lambda x: x)
+    cuda = Backend(name="cuda", device="cpu")
+    nightly = run_config(profile="nightly")
+    assert _compile_budget(tuned, cuda, nightly) == 2 * 16  # two configs
+    assert _compile_budget(untuned, cuda, nightly) == 16
+    assert _compile_budget(tuned, Backend(), nightly) is None  # the interpreter compiles nothing

@@ -45,6 +45,15 @@ def _tuning_quickly(subject: Subject, backend: Backend):  # noqa: ANN202 - a con
     return quick_benchmarks(tuners_for(subject))
 
 
+def _compile_budget(subject: Subject, backend: Backend, config: RunConfig) -> int | None:
+    """The subject's compile budget on a compiling back end: the profile's, times the most configs of any
+    of its autotuners (a real tuner compiles every config of a new specialization to time them)."""
+    if not backend.compiles or config.compile_budget is None:
+        return None
+    configs = [len(getattr(tuner, "configs", ()) or ()) for tuner in tuners_for(subject)]
+    return config.compile_budget * max([1, *configs])
+
+
 def run_cell(
     subject: Subject,
     cell: str,
@@ -70,7 +79,7 @@ def run_cell(
     if reason is not None:
         result = skipped(subject, cell, reason)
     else:
-        budget = config.compile_budget if backend.compiles else None
+        budget = _compile_budget(subject, backend, config)
         share = CellCompiles(subject.name, budget, reserve=_later_cells(subject, cell, backend) if budget else 0)
         context = CellContext(subject=subject, cell=cell, backend=backend, config=config, seed=seed,
                               observer=observer, judge=judge_for(subject, backend), compile_budget=budget,

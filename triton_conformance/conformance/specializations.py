@@ -206,6 +206,8 @@ def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
     if BOOK.known(name, signature(contract, spec)) or context.compiles.may_start_class():
         return spec
     side = expectation(contract, spec).kind
+    if side != "honour":
+        return spec  # a launcher should refuse it, most likely before compiling: if not, the hook discards it
 
     def admissible(candidate: Spec) -> bool:
         if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in candidate.dims.values()):

@@ -76,3 +76,14 @@ def test_steering_respects_what_the_cell_admits_and_finds_nothing_across_dtypes(
     drawn = spec(n=1000)
     assert steer(CONTRACT, drawn, classes, admissible=lambda c: c.dims["N"] >= 1000) is None
     assert steer(CONTRACT, spec(n=1000, dtype="float16"), classes, admissible=lambda c: True) is None
+
+
+def test_a_class_the_cell_ran_itself_lends_its_layouts_and_dtypes():
+    ran = spec(m=4, n=100, dtype="float16", kind="sliced", steps=(1, 2))
+    classes = {signature(CONTRACT, ran): ran}
+    drawn = Spec(dims={"M": 8, "N": 3000}, dtypes={"x": "float32"}, layouts={"x": Layout("sliced", steps=(2, 1))},
+                 seed=7)
+    assert steer(CONTRACT, drawn, classes, admissible=lambda c: True) is None  # another cell's class: no
+    moved = steer(CONTRACT, drawn, classes, admissible=lambda c: True, own=set(classes))
+    assert moved is not None and signature(CONTRACT, moved) == signature(CONTRACT, ran)
+    assert moved.dtypes == ran.dtypes and moved.layouts == ran.layouts and moved.seed == 7

@@ -174,8 +174,8 @@ def steer(contract: Contract, spec: Spec, classes: dict[tuple, Spec],
     (its layouts, dtypes, values and seed kept), to the nearest sizes and then to the nearest
     larger ones (a cell such as ``shape:beyond-block`` admits no smaller size); failing that, the
     class's own dims with ``spec``'s layouts.  For the classes in ``own`` (those the cell itself
-    ran, so in its class whatever their layouts), then the class's layouts too, with ``spec``'s
-    dims moved or the class's own.  A candidate counts only if its signature is the class's.
+    ran, so in its class whatever their layouts), then the class's layouts, dtypes and scalars
+    too, with ``spec``'s dims moved or the class's own.  A candidate counts only if its signature is the class's.
     """
     def distance(sig: tuple) -> tuple:
         blocks = dict(sig[0])
@@ -186,10 +186,12 @@ def steer(contract: Contract, spec: Spec, classes: dict[tuple, Spec],
         yield _moved(contract, spec, sig, upwards=False)
         yield _moved(contract, spec, sig, upwards=True)
         yield replace(spec, dims=dict(classes[sig].dims))
-        if sig in own:  # the class's own layouts: the cell ran them, so they are in its class
-            relaid = replace(spec, layouts=dict(classes[sig].layouts))
+        if sig in own:  # the class's layouts, dtypes and scalars: the cell ran them, so they are in its class
+            template = classes[sig]
+            relaid = replace(spec, layouts=dict(template.layouts), dtypes=dict(template.dtypes),
+                             scalars=dict(template.scalars))
             yield _moved(contract, relaid, sig, upwards=False)
-            yield replace(relaid, dims=dict(classes[sig].dims))
+            yield replace(relaid, dims=dict(template.dims))
 
     for sig in sorted(classes, key=distance):
         for candidate in candidates(sig):

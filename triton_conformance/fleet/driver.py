@@ -133,7 +133,7 @@ def run_fleet(tasks: list[ShardTask], *, argv: list[str], workdir: str, cwd: str
     """
     import ray
 
-    from triton_conformance.fleet.tasks import Ledger, run_shard
+    from triton_conformance.fleet.tasks import Ledger, run_shard, with_options
     from triton_conformance.reports.combine import MergeConflict, merge_results
 
     os.makedirs(workdir, exist_ok=True)
@@ -152,7 +152,7 @@ def run_fleet(tasks: list[ShardTask], *, argv: list[str], workdir: str, cwd: str
         pending: dict[Any, ShardTask] = {}
         for task in tasks:
             ref = remote.options(max_retries=retries, retry_exceptions=True, **task.options).remote(
-                [*argv, "--device", task.device, "--device-label", task.label], label=task.label,
+                with_options(argv, "--device", task.device, "--device-label", task.label), label=task.label,
                 shard=task.shard, cwd=None if ship else cwd, ledger=ledger, faults=faults)
             pending[ref] = task
         docs: dict[str, dict[str, Any]] = {}

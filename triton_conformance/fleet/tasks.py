@@ -52,6 +52,14 @@ def _fault(faults: str | None, key: str) -> bool:
     return True
 
 
+def with_options(argv: list[str], *options: str) -> list[str]:
+    """``argv`` with ``options`` added to the command's own, before any ``--`` and the pytest arguments after it."""
+    if "--" not in argv:
+        return [*argv, *options]
+    i = argv.index("--")
+    return [*argv[:i], *options, *argv[i:]]
+
+
 def run_shard(argv: list[str], *, label: str, shard: str, cwd: str | None, ledger: Any = None,
               faults: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``triton-conformance run <argv> --shard <shard> --results <tmp>``; return its document and where it ran.
@@ -68,8 +76,8 @@ def run_shard(argv: list[str], *, label: str, shard: str, cwd: str | None, ledge
         ray.get(ledger.started.remote(key, node))
     workdir = tempfile.mkdtemp(prefix="conformance-shard-")
     results = os.path.join(workdir, "results.json")
-    command = [sys.executable, "-m", "triton_conformance.cli", "run", *argv, "--shard", shard,
-               "--results", results, "--fresh"]
+    command = [sys.executable, "-m", "triton_conformance.cli", "run",
+               *with_options(argv, "--shard", shard, "--results", results, "--fresh")]
     started = time.time()
     proc = subprocess.Popen(command, cwd=cwd or os.getcwd(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env={**os.environ, **(env or {})})

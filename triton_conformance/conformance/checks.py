@@ -17,6 +17,7 @@ import torch
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.expectation import expectation
+from triton_conformance.conformance.interpreter_cost import call_started, example_started
 from triton_conformance.conformance.judge import Judge, OracleError, exception_text, rejection
 from triton_conformance.conformance.launching import launch, outputs_of
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
@@ -57,6 +58,7 @@ class _Call:
 def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Backend, variant: int = 0) -> _Call:
     # The oracle judges an in-place input's final contents from what it held before the call.
     before = {n: built.views[n].clone() for n in subject.contract.inplace}
+    call_started()  # its part of the example's allowance of interpreted work, in a metered cell
     with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations:
         try:
             # A torch-seeded stochastic subject gets the example's seed, the same for every call of it.
@@ -139,6 +141,9 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
     """
     judge = judge or Judge(subject, on_cuda=backend.compiles)
     contract = subject.contract
+    # A second call in the other sentinel (a model's output is fixed by its seed); the determinism cell's third.
+    twice = bool(contract.deterministic or determinism or contract.model is not None)
+    example_started(calls=1 + twice + bool(determinism))  # its allowance of interpreted work, in a metered cell
     expect = expectation(contract, spec)
 
     def run(sentinel: str, variant: int) -> tuple[BuiltInputs, _Call]:
@@ -168,7 +173,7 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
     # in what was written is a read outside the inputs, or nondeterminism.
     second = None
     findings: list[Finding] = []
-    if contract.deterministic or determinism or contract.model is not None:  # a model's output is fixed by its seed
+    if twice:
         _, second = run("big", 1)
         if second.error is not None:
             findings.append(Finding("crash", "exception", f"second call raised {second.error!r}",

@@ -1,7 +1,8 @@
 """Run one contract cell: find its kind, check it applies, run it within its share of the compile budget.
 
 The kind does the work (:mod:`.kinds`); this module adds what every cell
-shares: the skip, the compile count against the subject's budget, the
+shares: the skip, the compile count against the subject's budget, on the
+interpreter the cost allowance of interpreted work (:mod:`.interpreter_cost`), the
 duration, an oracle that raises (a mistake in the declaration, not a
 verdict about the kernel), and the ``cell_finished`` event.
 """
@@ -15,6 +16,7 @@ from dataclasses import replace
 from triton_conformance.conformance.autotune import quick_benchmarks, tuners_for
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import BudgetExhausted, CellCompiles, counting_compiles
+from triton_conformance.conformance.interpreter_cost import OverCost, cost_details, metering_cell
 from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.kinds import CellContext, cells_for, judge_for, kind_of
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
@@ -85,16 +87,18 @@ def run_cell(
                               observer=observer, judge=judge_for(subject, backend), compile_budget=budget,
                               compiles=share if backend.compiles else None)
         with counting_compiles(enabled=backend.compiles, subject=subject.name, budget=budget,
-                               counter=share) as compiles:
+                               counter=share) as compiles, metering_cell(kind, context) as (context, meter):
             try:
                 with _tuning_quickly(subject, backend):
                     result = kind.run(context, value)
             except BudgetExhausted as exc:  # an unsearched cell whose one kernel the budget could not pay for
-                result = skipped(subject, cell, f"the compile budget was used before this cell: {exc}")
+                spent = "the interpreter's cost allowance" if isinstance(exc, OverCost) else "the compile budget"
+                result = skipped(subject, cell, f"{spent} was used before this cell: {exc}")
             except OracleError as exc:
                 result = cell_result(subject, cell, "oracle-error", str(exc), finding="oracle-raised",
                                      details={"traceback": exc.traceback})
         compiled = compiles.count if compiles is not None else None
+        result = cost_details(result, meter)
     result = replace(result, duration_s=time.perf_counter() - started, compiles=compiled)
     observer.cell_finished(result)
     return result

@@ -31,6 +31,11 @@ class Profile:
     - ``compile_budget``: most new Triton specializations a subject may compile on CUDA (None: no limit);
     - ``shrink_calls``: kernel runs the shrinker may spend after the first failure; counted, not
       timed, so which failure is reported does not depend on the machine's speed.
+    - ``interpreter_cost``: the interpreted work a cell may spend on the Triton interpreter, in the
+      counted units of :mod:`triton_conformance.conformance.interpreter_cost` (about 1.5 us each on
+      a loaded 2-core CPU: docs/benchmarks.md); None: no bound.  Never used on CUDA;
+    - ``interpreter_example_cost``: an example's own share of it (None: the pool over twice the
+      examples); an example may spend more only from what the pool holds beyond every example's share.
     """
 
     name: str
@@ -41,13 +46,23 @@ class Profile:
     database: str | None = None
     compile_budget: int | None = None
     shrink_calls: int = 40
+    interpreter_cost: int | None = None
+    interpreter_example_cost: int | None = None
 
+
+# A cell's interpreted work under ci and dev, and an example's share (counted units; see
+# conformance/interpreter_cost.py, and docs/benchmarks.md for their seconds on a 2-core CPU).
+CI_INTERPRETER_COST = 30_000_000
+CI_INTERPRETER_EXAMPLE_COST = 2_000_000
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile("dev", max_examples=10, derandomize=False, max_elements=1 << 12, max_outer=16),
-    Profile("ci", max_examples=10, derandomize=True, max_elements=1 << 12, max_outer=16),
+    Profile("dev", max_examples=10, derandomize=False, max_elements=1 << 12, max_outer=16,
+            interpreter_cost=CI_INTERPRETER_COST, interpreter_example_cost=CI_INTERPRETER_EXAMPLE_COST),
+    Profile("ci", max_examples=10, derandomize=True, max_elements=1 << 12, max_outer=16,
+            interpreter_cost=CI_INTERPRETER_COST, interpreter_example_cost=CI_INTERPRETER_EXAMPLE_COST),
     Profile("nightly", max_examples=30, derandomize=False, max_elements=1 << 18, max_outer=512,
-            database=".conformance/examples", compile_budget=16),
+            database=".conformance/examples", compile_budget=16,
+            interpreter_cost=8 * CI_INTERPRETER_COST, interpreter_example_cost=2 * CI_INTERPRETER_EXAMPLE_COST),
 )}
 
 

@@ -231,10 +231,10 @@ class ConformanceSession:
         if self.is_worker:
             return
         from triton_conformance.conformance.kinds import catalogue
-        from triton_conformance.reports.terminal import matrix_lines
+        from triton_conformance.reports.terminal import matrix_lines, slowest_lines
 
         terminalreporter.section("conformance matrix")
-        for line in matrix_lines(self.results.values(), catalogue()):
+        for line in matrix_lines(self.results.values(), catalogue()) + slowest_lines(self.results.values()):
             terminalreporter.write_line(line)
         for failure in self.import_failures:
             terminalreporter.write_line(f"cannot import subject module {failure.module!r}: {failure.error}; "

@@ -14,7 +14,9 @@ from triton_conformance.reports.catalogue import DEFAULT
 from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
 
 __all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
-           "document_lines", "divergence_lines"]
+           "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
+
+SLOWEST = 5  # cells the run's summary names as its slowest
 
 
 def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:
@@ -47,6 +49,27 @@ def skip_lines(results: Iterable[CellResult]) -> list[str]:
         return []
     total = sum(len(g) for _, g in groups)
     return ["", f"skipped cells ({total}):"] + [f"  {len(g)} skipped: {pattern}" for pattern, g in groups]
+
+
+def slowest_lines(results: Iterable[Any], n: int = SLOWEST) -> list[str]:
+    """The ``n`` slowest cells: duration, examples, and the examples discarded as over the interpreter's cost
+    allowance (none if no cell ran: every one skipped before it started, or no results)."""
+    cells = [r if isinstance(r, dict) else r.to_dict() for r in results]
+    timed = sorted((c for c in cells if float(c.get("duration_s") or 0) > 0),
+                   key=lambda c: (-float(c["duration_s"]), c.get("subject", ""), c.get("cell", "")))
+    if not timed:
+        return []
+    total = sum(float(c["duration_s"]) for c in timed)
+    lines = ["", f"slowest cells ({min(n, len(timed))} of {len(timed)}, {total:.1f} s in all):"]
+    width = max(len(f"{c.get('subject')}[{c.get('cell')}]") for c in timed[:n]) + 2
+    for c in timed[:n]:
+        over = (c.get("details") or {}).get("over-cost_discarded") or \
+            ((c.get("details") or {}).get("interpreter_cost") or {}).get("stopped")
+        note = f", {over} over the interpreter's cost allowance (discarded)" if over else ""
+        name = f"{c.get('subject')}[{c.get('cell')}]"
+        lines.append(f"  {name.ljust(width)}{float(c['duration_s']):7.1f} s  {c.get('outcome')}, "
+                     f"{int(c.get('examples') or 0)} examples{note}")
+    return lines
 
 
 def _groups(cells: list[str]) -> list[tuple[str, list[str]]]:

@@ -33,6 +33,9 @@ class CellKind:
       its one-line explanation (the report's legend);
     - ``searched``: whether its cells are searched and shrunk (and so share the
       subject's compile budget), or run at sizes of their own;
+    - ``interpreter_cost``: whether the interpreter's cost allowance bounds its
+      examples (:mod:`..interpreter_cost`); False for cells at designed sizes,
+      which an over-cost discard would skip;
     - :meth:`values`: the classes a contract gets (default: all of them);
     - :meth:`skip_reason`: why a cell does not apply here, or None;
     - :meth:`run`: the cell's result.
@@ -40,6 +43,7 @@ class CellKind:
 
     dimension: Dimension
     searched: bool = False
+    interpreter_cost: bool = True
 
     def values(self, contract: Contract) -> tuple[str, ...]:
         return tuple(c.value for c in self.dimension.classes)

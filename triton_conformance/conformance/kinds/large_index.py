@@ -20,6 +20,7 @@ __all__ = ["LargeIndexCell"]
 
 
 class LargeIndexCell(CellKind):
+    interpreter_cost = False  # designed sizes: not held to the interpreter's cost allowance
     dimension = Dimension("shape", "", (CellClass(
         "large-index", "one input past 2^31 elements, where an int32 offset such as pid * BLOCK wraps around"),))
 

@@ -12,6 +12,7 @@ __all__ = ["StochasticCells"]
 
 
 class StochasticCells(CellKind):
+    interpreter_cost = False  # designed sizes: not held to the interpreter's cost allowance
     dimension = Dimension("stochastic", "a designed experiment against the declared model", (
         CellClass("rate", "the event rate matches the model at every tested probability"),
         CellClass("values", "every element is a value the model allows"),

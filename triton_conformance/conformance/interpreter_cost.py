@@ -1,0 +1,325 @@
+"""Bound what an example may cost on the Triton interpreter, in counted work, never in seconds.
+
+The interpreter runs a launch's programs one after another
+(``GridExecutor.__call__``: ``interpreter_builder.set_grid_idx(x, y, z)``,
+then the kernel's body, for every program id), so an example costs about
+programs x work per program, not elements: ~4,000 one-element rows of a row
+kernel are 4,000 interpreted programs, minutes a cell (examples/FINDINGS.md, S2).
+
+**The unit.**  Every interpreted operation returns a ``TensorHandle`` (a
+load, an add, a constant, each step of a custom reduction); each costs
+:data:`HANDLE_COST`, plus one per ``2**ELEMENT_SHIFT`` elements it holds.
+Each program costs :data:`PROGRAM_COST` more, each call of a ``@triton.jit``
+function inside a kernel (``tl.max``, ``tl.sum``, a helper: the interpreter
+re-patches ``triton.language`` for each) :data:`CALL_COST`, each launch
+:data:`LAUNCH_COST`.  Counts, not times: the same kernel on the same inputs
+costs the same on every machine (with the pinned triton).  A unit is about
+1.5 us on this project's loaded 2-core CPU; docs/benchmarks.md has the figures.
+
+**The estimate.**  At each program boundary of a launch (``set_grid_idx``)
+the launch's cost is projected as what it spent so far plus the programs
+still to run x the mean work of the programs that ran (after its first
+program, that first program's work: learned from the launch itself, before
+the rest of the grid runs).  A launcher call whose spend so far plus that
+projection passes its part of the example's allowance (``run_example`` says
+how many calls an example makes: two for a deterministic contract) is
+stopped there: :class:`OverCost`, a :class:`~.compiles.BudgetExhausted`,
+which the search, the shrinker, the gradient and autotune cells discard and
+count (``over-cost``) instead of running it.  A single program that loops for
+long is stopped once its spend passes the allowance.
+
+**The allowance.**  Each cell has a pool (``Profile.interpreter_cost``); an
+example may spend its share (``Profile.interpreter_example_cost``), or, while
+the pool holds more than the shares of a whole search (share x examples, a
+reserve for the examples still to come), everything above that reserve;
+never more than the pool still holds.  So a wide outer dim is still run, once
+or twice a cell, and not at every example; a cell's interpreted work never
+passes its pool, and cheap examples (under their share) are never stopped
+while the pool lasts.  Every figure is a count, and a derandomized profile
+draws the same examples in the same order, so a ``ci`` run makes the same
+decisions on any machine.
+
+The hooks are class attributes of triton's ``InterpreterBuilder`` and
+``TensorHandle``, so the instance patches of :mod:`.tail_grid` stack on top
+of them.  A triton whose interpreter lacks one of them is not metered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.observe import Observer
+
+__all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "CostMeter",
+           "metering_cost", "metering_cell", "cost_details", "example_started", "call_started", "active_meter"]
+
+# The weights, fitted to the interpreter's times on a 2-core CPU (docs/benchmarks.md): an operation's
+# Python overhead dwarfs numpy's per-element work until its block holds about 16k elements.
+HANDLE_COST = 16  # units per interpreted operation (one TensorHandle made)
+ELEMENT_SHIFT = 10  # and one unit per 2**ELEMENT_SHIFT elements it holds
+PROGRAM_COST = 128  # units per program, besides its operations
+CALL_COST = 256  # units per call of a @triton.jit function (tl.max, tl.sum, a helper): triton.language re-patched
+LAUNCH_COST = 256  # units per launch (its arguments' copies; its patching counts as a call)
+
+
+class OverCost(BudgetExhausted):
+    """An example would pass its allowance of interpreted work: discarded, not failed."""
+
+    discard = "over-cost"
+
+    def __init__(self, subject: str, estimate: int, allowance: int, where: str):
+        BaseException.__init__(self, f"{subject}: this example's interpreted work would be about {estimate:,} units, "
+                               f"over its allowance of {allowance:,} ({where})")
+        self.subject, self.budget, self.kernel = subject, allowance, where
+        self.estimate = estimate
+
+
+@dataclass
+class CostMeter:
+    """One cell's interpreted work: its pool, and the current example's allowance and launch."""
+
+    pool: int
+    share: int
+    reserve: int
+    subject: str = ""
+    spent: int = 0  # units the cell has spent
+    limit: int = 0  # the spend at which the current call (or example) is stopped
+    allowance: int = 0
+    calls: int = 1  # launcher calls the current example makes (run_example knows): each gets its part
+    example_start: int = 0
+    stopped: bool = False
+    over: int = 0  # examples stopped
+    largest: int = 0  # the most units an example spent
+    widest: int = 0  # the most programs of a launch that ran to its end
+    programs: int = 0  # the current launch's grid
+    done: int = 0  # its programs started so far
+    launch_start: int = 0
+    kernel: str = ""
+
+    def __post_init__(self) -> None:
+        self.start_example()
+
+    def start_example(self, calls: int = 1) -> None:
+        """A new example, which will call the launcher ``calls`` times: its allowance from what the pool holds."""
+        self._close_example()
+        self.example_start, self.stopped, self.calls = self.spent, False, max(1, calls)
+        remaining = self.pool - self.spent
+        self.allowance = max(0, min(remaining, max(self.share, remaining - self.reserve)))
+        self.limit = self.spent + self.allowance
+
+    def start_call(self) -> None:
+        """One of the example's launcher calls: each may spend its part of the example's allowance (so
+        a call is stopped before, not after, the calls it shares the example with are paid; the
+        repeats of a call that found something, past the calls expected, get as much again)."""
+        self._close_launch()
+        if not self.stopped:
+            self.limit = self.spent + self.allowance // self.calls
+
+    def _close_example(self) -> None:
+        self._close_launch()
+        self.largest = max(self.largest, self.spent - self.example_start)
+
+    def _close_launch(self) -> None:
+        if self.programs and self.done == self.programs:
+            self.widest = max(self.widest, self.programs)
+        self.programs = self.done = 0
+
+    def stop(self, estimate: int) -> None:
+        self.over += 1
+        self.stopped, self.limit = True, -1  # until the next example (a launcher that swallowed it launches again)
+        share = f"; one of {self.calls} calls" if self.calls > 1 else ""
+        raise OverCost(self.subject, estimate, self.allowance // self.calls, f"{self.kernel} over a grid of "
+                       f"{self.programs:,} programs, after {self.done:,} of them{share}")
+
+    def launch(self, programs: int, kernel: str) -> None:
+        self._close_launch()
+        self.spent += LAUNCH_COST
+        self.programs, self.done, self.kernel = programs, 0, kernel
+        self.launch_start = self.spent
+        if self.spent > self.limit:
+            self.stop(self.spent - self.example_start)
+
+    def program(self) -> None:
+        done = self.done
+        if done:
+            so_far = self.spent - self.launch_start
+            projected = self.spent + (self.programs - done) * -(-so_far // done)  # the mean, rounded up
+            if projected > self.limit:
+                self.stop(projected - self.example_start)
+        self.done = done + 1
+        self.spent += PROGRAM_COST
+
+    def summary(self) -> dict[str, int]:
+        self._close_example()
+        return {"spent": self.spent, "pool": self.pool, "share": self.share, "stopped": self.over,
+                "largest_example": self.largest, "widest_launch": self.widest}
+
+
+_ACTIVE: list[CostMeter] = []  # the innermost metered cell last
+
+
+def active_meter() -> CostMeter | None:
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def example_started(calls: int = 1) -> None:
+    """Tell the metered cell (if any) that a new example starts, which will call the launcher ``calls``
+    times: called by ``run_example`` and by the cell's observer (the gradient search's examples)."""
+    if _ACTIVE:
+        _ACTIVE[-1].start_example(calls)
+
+
+def call_started() -> None:
+    """Tell the metered cell (if any) that one of the example's launcher calls starts."""
+    if _ACTIVE:
+        _ACTIVE[-1].start_call()
+
+
+def _hook_points() -> tuple[Any, Any] | None:
+    try:
+        from triton.runtime import interpreter
+    except Exception:  # noqa: BLE001 - no triton, or one whose interpreter does not import here
+        return None
+    builder, handle = getattr(interpreter, "InterpreterBuilder", None), getattr(interpreter, "TensorHandle", None)
+    if builder is None or handle is None:
+        return None
+    if not all(callable(getattr(builder, n, None)) for n in ("set_grid_dim", "set_grid_idx")):
+        return None
+    if not callable(getattr(handle, "__post_init__", None)):
+        return None
+    return builder, handle
+
+
+def _kernel_name() -> str:
+    frame = sys._getframe(2)  # the launch that called set_grid_dim (GridExecutor.__call__, or tail_grid's shim)
+    for _ in range(3):
+        if frame is None:
+            break
+        fn = getattr(frame.f_locals.get("self"), "fn", None)
+        if fn is not None:
+            return getattr(fn, "__name__", "a kernel")
+        frame = frame.f_back
+    return "a kernel"
+
+
+_PATCHED: dict[str, Any] = {}
+
+
+def _install(builder: Any, handle: Any) -> None:
+    from triton.runtime import interpreter
+
+    set_dim, set_idx, post_init = builder.set_grid_dim, builder.set_grid_idx, handle.__post_init__
+    patch_lang = getattr(interpreter, "_patch_lang", None)
+
+    def metered_set_grid_dim(self: Any, nx: Any, ny: Any, nz: Any) -> Any:
+        if _ACTIVE:
+            _ACTIVE[-1].launch(int(nx) * int(ny) * int(nz), _kernel_name())
+        return set_dim(self, nx, ny, nz)
+
+    def metered_set_grid_idx(self: Any, x: Any, y: Any, z: Any) -> Any:
+        if _ACTIVE:
+            _ACTIVE[-1].program()
+        return set_idx(self, x, y, z)
+
+    def metered_post_init(self: Any) -> None:
+        post_init(self)
+        if _ACTIVE:
+            meter = _ACTIVE[-1]
+            meter.spent += HANDLE_COST + (getattr(self.data, "size", 1) >> ELEMENT_SHIFT)
+            if meter.spent > meter.limit:
+                meter.stop(meter.spent - meter.example_start)
+
+    def metered_patch_lang(fn: Any) -> Any:
+        if _ACTIVE:
+            meter = _ACTIVE[-1]
+            meter.spent += CALL_COST
+            if meter.spent > meter.limit:
+                meter.stop(meter.spent - meter.example_start)
+        return patch_lang(fn)
+
+    _PATCHED.update(set_grid_dim=set_dim, set_grid_idx=set_idx, __post_init__=post_init, _patch_lang=patch_lang)
+    builder.set_grid_dim, builder.set_grid_idx = metered_set_grid_dim, metered_set_grid_idx
+    handle.__post_init__ = metered_post_init
+    if callable(patch_lang):  # optional: without it, calls are not counted
+        interpreter._patch_lang = metered_patch_lang
+
+
+def _uninstall(builder: Any, handle: Any) -> None:
+    from triton.runtime import interpreter
+
+    builder.set_grid_dim, builder.set_grid_idx = _PATCHED.pop("set_grid_dim"), _PATCHED.pop("set_grid_idx")
+    handle.__post_init__ = _PATCHED.pop("__post_init__")
+    patch_lang = _PATCHED.pop("_patch_lang")
+    if callable(patch_lang):
+        interpreter._patch_lang = patch_lang
+
+
+@contextlib.contextmanager
+def metering_cost(pool: int | None, share: int | None, examples: int, *, subject: str = "",
+                  enabled: bool = True) -> Iterator[CostMeter | None]:
+    """Meter one cell's interpreted work (see the module's docstring); yields the meter, or None when not
+    metered (``enabled`` False, no ``pool``, or a triton whose interpreter lacks the hook points).
+
+    - ``pool``: units the cell may spend; ``share``: an example's own (default: the pool over twice
+      ``examples``); ``examples``: the search's examples, whose shares are held in reserve.
+    """
+    points = _hook_points() if enabled and pool else None
+    if points is None:
+        yield None
+        return
+    share = share if share else max(1, pool // (2 * max(1, examples)))
+    meter = CostMeter(pool=pool, share=share, reserve=share * max(1, examples), subject=subject)
+    outermost = not _ACTIVE
+    if outermost:
+        _install(*points)
+    _ACTIVE.append(meter)
+    try:
+        yield meter
+    finally:
+        _ACTIVE.remove(meter)
+        if outermost:
+            _uninstall(*points)
+
+
+class _StartsExamples(Observer):
+    """The cell's observer, telling the meter of each example first (the gradient search's, too)."""
+
+    def __init__(self, inner: Observer):
+        self.inner = inner
+
+    def example_started(self, subject: Any, cell: str, spec: Any) -> None:
+        example_started()
+        self.inner.example_started(subject, cell, spec)
+
+    def example_finished(self, subject: Any, cell: str, spec: Any, verdict: Any, seconds: float) -> None:
+        self.inner.example_finished(subject, cell, spec, verdict, seconds)
+
+    def cell_finished(self, result: Any) -> None:
+        self.inner.cell_finished(result)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def metering_cell(kind: Any, context: Any) -> Iterator[tuple[Any, CostMeter | None]]:
+    """Meter a cell under the interpreter with its profile's allowance: yields the context to run it in
+    (its observer starts each example's allowance) and the meter (None: not metered).  A kind whose
+    cells run at designed sizes (``interpreter_cost = False``: large-index, stochastic) is not metered."""
+    profile, backend = context.config.profile, context.backend
+    enabled = not backend.compiles and getattr(kind, "interpreter_cost", True)
+    with metering_cost(getattr(profile, "interpreter_cost", None), getattr(profile, "interpreter_example_cost", None),
+                       context.config.examples, subject=context.subject.name, enabled=enabled) as meter:
+        yield (context if meter is None else replace(context, observer=_StartsExamples(context.observer))), meter
+
+
+def cost_details(result: Any, meter: CostMeter | None) -> Any:
+    """``result`` with the meter's figures in ``details["interpreter_cost"]`` when it stopped an example."""
+    if meter is None or not meter.over:
+        return result
+    return replace(result, details={**(result.details or {}), "interpreter_cost": meter.summary()})

@@ -27,6 +27,14 @@ whose ``casting_mode="gemma"`` is a string argument, is a plain function around
   also fp16).
 
 The oracles are the math, in float64, written here (not the library's code).
+
+Three Functions also declare their backward (``backward=Backward(...)``: the ``grad``
+cells judge it against float64 autograd of the oracle), as their ``backward`` and
+its kernel compute it: RMSNorm (llama casting, dY overwritten in place, dW's terms
+in x's dtype), Gemma's RMSNorm (all fp32, dY kept) and LayerNorm.  SwiGLU and
+GEGLU are not declared: their backward writes da and db into the saved a and b
+("recomputation to save memory"), the caller's inputs when they were contiguous,
+and a contract has no way to allow a backward to overwrite its saved inputs.
 """
 
 import torch
@@ -38,6 +46,7 @@ from liger_kernel.ops.softmax import LigerSoftmaxFunction
 from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
 from triton_conformance import Dim, Scalar, Tensor, register, subject
+from triton_conformance.model.contract import Backward
 
 DTYPES = ("float16", "bfloat16", "float32")
 ROWS = Dim(1, 1 << 24)       # any number of rows: one program each, int64 row offsets
@@ -65,6 +74,29 @@ def _rms_norm_scale(X, W, eps, offset):
     return (X * _rms(X, eps)).abs() * (abs(offset) + W.abs())
 
 
+def _rms_norm_grad_scale(X, W, eps, offset, grad_output):
+    # _rms_norm_backward_kernel: m = dy * (w + offset) in fp32, dx = rstd * (m - x * rstd^2 * mean(m * x)),
+    # dW = the sum over rows of dy * x * rstd.  dx's two terms cancel (a row of one element has dx ~ 0
+    # and terms ~ rstd |m|), and w + offset cancels where w is near -offset: the scales are the terms'.
+    rstd = _rms(X, eps)
+    m = grad_output.abs() * (abs(offset) + W.abs())
+    dx = rstd * (m + X.abs() * rstd * rstd * (X.abs() * m).mean(-1, keepdim=True))
+    rows = tuple(range(X.dim() - 1))
+    return {"X": dx, "W": (grad_output * X * rstd).abs().sum(rows)}
+
+
+# The backward, from LigerRMSNormFunction.backward and rms_norm_backward:
+# - X and W get gradients (it returns dX, dW, then None for eps, offset, casting_mode, in_place, row_mode);
+# - in_place=True (the default, "to save memory"): dX is written into dY, so grad_output is overwritten
+#   (after @ensure_contiguous, which copies a non-contiguous dY first);
+# - dW: one fp32 partial row per program (_dW of (sm_count, H)), summed by _dW.sum(0): no atomics,
+#   deterministic;
+# - casting_mode "llama" (as HF Llama, whose weight multiplies x * rstd cast to x's dtype): the kernel
+#   adds dY_row * (X_row * rstd_row).to(X_dtype), a product of two x-dtype values, so each term of dW
+#   is rounded to x's dtype before the fp32 sum: dW's precision is the input's (accumulate "input").
+RMS_NORM_BACKWARD = Backward(grads=("X", "W"), overwrites_grad_output=True, deterministic=True,
+                             accumulate={"W": "input"}, error_scale=_rms_norm_grad_scale)
+
 # LigerRMSNormFunction.forward(ctx, X (B, T, H), W (H,), eps, offset=0.0, casting_mode="llama",
 # in_place=True, row_mode=None): the defaults are kept (in_place only concerns the backward).
 register(
@@ -78,8 +110,14 @@ register(
     oracle=lambda X, W, eps, offset: X * _rms(X, eps) * (offset + W),
     error_scale=_rms_norm_scale,
     reduces="H",
+    backward=RMS_NORM_BACKWARD,
     max_elements=MAX_ELEMENTS,
 )
+
+
+def _gemma_grad_scale(x, weight, eps, grad_output):
+    scales = _rms_norm_grad_scale(x, weight, eps, 1.0, grad_output)
+    return {"x": scales["X"], "weight": scales["W"]}
 
 
 @subject(
@@ -90,6 +128,8 @@ register(
     scalars={"eps": EPS},
     oracle=lambda x, weight, eps: x * _rms(x, eps) * (1.0 + weight),
     reduces="H",
+    # As LigerRMSNormForGemma: in_place=False, so dY is left alone; everything in fp32.
+    backward=Backward(grads=("x", "weight"), deterministic=True, error_scale=_gemma_grad_scale),
     max_elements=MAX_ELEMENTS,
 )
 def liger_rms_norm_gemma(x, weight, eps):
@@ -105,7 +145,21 @@ def _layer_norm_scale(X, W, B, eps):
     return X.abs().amax(-1, keepdim=True) * rstd * W.abs() + B.abs()
 
 
+def _layer_norm_grad_scale(X, W, B, eps, grad_output):
+    # _layer_norm_backward_kernel, all in fp32: x_hat = (x - mean) * rstd, wdy = w * dy,
+    # dx = (wdy - (x_hat * mean(x_hat * wdy) + mean(wdy))) * rstd, dW = sum(dy * x_hat), dB = sum(dy).
+    # x - mean cancels (rounding relative to the row's largest |x|, as in the forward's scale), and
+    # dx's terms cancel: the scales are the terms', with |x_hat| bounded by max|x| * rstd.
+    rstd = torch.rsqrt(X.var(-1, unbiased=False, keepdim=True) + eps)
+    a = X.abs().amax(-1, keepdim=True) * rstd
+    wdy = W.abs() * grad_output.abs()
+    dx = rstd * (wdy + a * (a * wdy).mean(-1, keepdim=True) + wdy.mean(-1, keepdim=True))
+    return {"X": dx, "W": (grad_output.abs() * a).sum(0), "B": grad_output.abs().sum(0)}
+
+
 # LigerLayerNormFunction.forward(ctx, X (..., H), W (H,), B (H,), eps); ValueError if W does not match H.
+# Its backward returns DX, DW, DB (None for eps), DX freshly allocated (dY untouched), DW and DB from
+# fp32 per-program partials summed by .sum(0): no atomics, deterministic.
 register(
     LigerLayerNormFunction,
     name="liger_layer_norm",
@@ -118,6 +172,7 @@ register(
     oracle=lambda X, W, B, eps: torch.nn.functional.layer_norm(X, (X.shape[-1],), W, B, eps),
     error_scale=_layer_norm_scale,
     reduces="H",
+    backward=Backward(grads=("X", "W", "B"), deterministic=True, error_scale=_layer_norm_grad_scale),
     max_elements=MAX_ELEMENTS,
 )
 

@@ -379,3 +379,25 @@ def test_a_cell_with_one_class_of_its_own_runs_every_example_in_it():
                                                                                    max_examples=30))
     assert (r.outcome, r.examples, r.compiles) == ("honoured", 30, 1), r.message
     assert "discarded" not in r.message and r.details["specializations"]["examples_steered"] > 0
+
+
+def test_a_fixed_size_cell_later_in_the_order_keeps_a_compile_of_its_own():
+    from triton_conformance.conformance.compiles import LEDGER
+
+    subject = declare(compiling_add, {"N": Dim(1, 1 << 40)})  # large enough for the large-index cell
+    cuda_on_cpu = Backend(name="cuda", device="cpu")
+    config = run_config(profile="ci", compile_budget=2, max_examples=20)
+    first = run_cell(subject, "layout:contiguous", backend=cuda_on_cpu, config=config)
+    second = run_cell(subject, "dtype:float32", backend=cuda_on_cpu, config=config)
+    # shape:large-index comes later and cannot steer: one of the two compiles stays free for it.
+    assert (first.compiles, second.compiles) == (1, 0) and LEDGER.used(subject.name) == 1
+    assert second.examples == 20  # it ran inside the first cell's class instead
+
+
+def test_a_subject_with_a_backward_has_twice_the_budget():
+    from triton_conformance.conformance.runner import _compile_budget
+
+    subject = tc.register(_CompilingScale, name=f"cover_compiling_scale_budget_{next(_ids)}",
+                          inputs={"x": Tensor(("N",), dtypes=("float32",))}, dims={"N": Dim(1, 64)},
+                          oracle=lambda x: x * 2, backward=True)
+    assert _compile_budget(subject, Backend(name="cuda", device="cpu"), run_config(profile="nightly")) == 32

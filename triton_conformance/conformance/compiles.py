@@ -84,16 +84,18 @@ class CellCompiles:
     """What one cell compiled, and the fair share of the subject's budget it may still buy.
 
     The budget buys new classes first: an example that needs a kernel not yet
-    compiled starts a new specialization class.  A cell may always start its
-    first class while the subject's budget lasts; a further one only from
-    budget that is not reserved, one compile for each later cell of the
-    subject (``reserve``), so the first cells cannot starve the last ones.
-    The compiles of a class once started are paid up to the budget itself.
+    compiled starts a new specialization class.  A cell may start its first
+    class while the budget holds more than one compile for each later cell
+    that cannot search (``keep``: a performance or large-index cell needs its
+    own size); a further one only from budget that is not reserved, one
+    compile for each later cell of the subject (``reserve``), so the first
+    cells cannot starve the last ones.  The compiles of a class once started
+    are paid up to the budget itself.
     """
 
-    def __init__(self, subject: str = "", budget: int | None = None, reserve: int = 0,
+    def __init__(self, subject: str = "", budget: int | None = None, reserve: int = 0, keep: int = 0,
                  ledger: CompileLedger | None = None) -> None:
-        self.subject, self.budget, self.reserve = subject, budget, reserve
+        self.subject, self.budget, self.reserve, self.keep = subject, budget, reserve, keep
         self.ledger = ledger or LEDGER
         self.count = 0  # new specializations this cell compiled
         self.discarded = 0
@@ -109,7 +111,7 @@ class CellCompiles:
         if self.budget is None:
             return True
         left = self.budget - self.ledger.used(self.subject)
-        return left > 0 and (self.classes == 0 or left > self.reserve)
+        return left > (self.keep if self.classes == 0 else max(self.reserve, self.keep))
 
     def admit(self, kernel: str) -> None:
         """Called before a new specialization is charged; raises :class:`BudgetExhausted` if it may not be."""

@@ -28,16 +28,19 @@ from triton_conformance.model.subject import Subject
 __all__ = ["run_cell"]
 
 
-def _later_cells(subject: Subject, cell: str, backend: Backend) -> int:
+def _later_cells(subject: Subject, cell: str, backend: Backend) -> tuple[int, int]:
     """The cells of ``subject`` after ``cell`` (in catalogue order, the order a run takes) that apply on
-    ``backend``: the fair share of the compile budget keeps one compile for each."""
+    ``backend``, and how many of them cannot steer into compiled classes: the fair share of the
+    compile budget keeps one compile for each (:class:`~.compiles.CellCompiles`)."""
     cells = cells_for(subject.contract)
     later = cells[cells.index(cell) + 1:] if cell in cells else []
-    applying = 0
+    applying = fixed = 0
     for later_cell in later:
         kind, value = kind_of(later_cell)
-        applying += kind.skip_reason(subject.contract, value, backend) is None
-    return applying
+        if kind.skip_reason(subject.contract, value, backend) is None:
+            applying += 1
+            fixed += not kind.steers
+    return applying, fixed
 
 
 def _tuning_quickly(subject: Subject, backend: Backend):  # noqa: ANN202 - a context manager
@@ -49,11 +52,13 @@ def _tuning_quickly(subject: Subject, backend: Backend):  # noqa: ANN202 - a con
 
 def _compile_budget(subject: Subject, backend: Backend, config: RunConfig) -> int | None:
     """The subject's compile budget on a compiling back end: the profile's, times the most configs of any
-    of its autotuners (a real tuner compiles every config of a new specialization to time them)."""
+    of its autotuners (a real tuner compiles every config of a new specialization to time them), and
+    twice that for a subject with a backward (its gradient cells compile backward kernels)."""
     if not backend.compiles or config.compile_budget is None:
         return None
     configs = [len(getattr(tuner, "configs", ()) or ()) for tuner in tuners_for(subject)]
-    return config.compile_budget * max([1, *configs])
+    families = 2 if subject.contract.backward is not None else 1  # a backward's kernels are a family of their own
+    return config.compile_budget * max([1, *configs]) * families
 
 
 def run_cell(
@@ -82,7 +87,8 @@ def run_cell(
         result = skipped(subject, cell, reason)
     else:
         budget = _compile_budget(subject, backend, config)
-        share = CellCompiles(subject.name, budget, reserve=_later_cells(subject, cell, backend) if budget else 0)
+        reserve, keep = _later_cells(subject, cell, backend) if budget else (0, 0)
+        share = CellCompiles(subject.name, budget, reserve=reserve, keep=keep)
         context = CellContext(subject=subject, cell=cell, backend=backend, config=config, seed=seed,
                               observer=observer, judge=judge_for(subject, backend), compile_budget=budget,
                               compiles=share if backend.compiles else None)

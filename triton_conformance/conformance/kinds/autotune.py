@@ -66,6 +66,7 @@ def _examples(config: Any) -> int:
 
 
 class AutotuneCells(CellKind):
+    steers = True
     dimension = Dimension("autotune", "@triton.autotune kernels", tuple(
         CellClass(f"config{i}", f"the kernel's config #{i} (as declared) pinned, when its own pruning keeps it; "
                   "contiguous and non-pow2 draws") for i in range(MAX_CONFIGS)) + (

@@ -43,6 +43,7 @@ class CellKind:
 
     dimension: Dimension
     searched: bool = False
+    steers: bool = False  # whether its search moves draws into compiled classes (so it can run on a spent budget)
     interpreter_cost: bool = True
 
     def values(self, contract: Contract) -> tuple[str, ...]:

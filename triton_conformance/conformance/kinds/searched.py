@@ -31,6 +31,7 @@ class SearchedKind(CellKind):
     """
 
     searched = True
+    steers = True
     determinism = False  # each example also compares two calls bit for bit
 
     def spec_options(self, value: str) -> dict[str, Any]:

@@ -64,7 +64,8 @@ def _subject(name: str, bad_from: int = 1 << 30):
 
 # About 900 units a row, so a call on 4097 rows (M pinned, with 2048 elements a draw) costs about 3.7M
 # and an example (two calls: the contract is deterministic) 7.4M: over an example's share (200k), and
-# the pool beyond the reserve of ten shares (8M) pays for one such draw a cell, not for every one.
+# the pool beyond the reserve of ten shares (8M) pays for one such draw a cell, not for every one (what
+# is left beyond the shares of the examples still to run is less than another).
 SMALL = replace(PROFILES["ci"], max_elements=2048, interpreter_cost=10_000_000, interpreter_example_cost=200_000)
 
 
@@ -153,20 +154,29 @@ def test_a_bug_that_needs_a_wide_but_affordable_outer_dim_is_still_found():
 
 
 def test_the_allowance_holds_a_reserve_for_the_examples_to_come():
-    meter = CostMeter(pool=1000, share=10, reserve=100)
-    assert meter.allowance == 900  # the first example may take all but the reserve
+    meter = CostMeter(pool=1000, share=10, examples=10)
+    assert meter.allowance == 900  # the first example may take all but the ten shares of the search
     meter.spent = 850
     meter.start_example()
-    assert meter.allowance == 50  # what the pool holds beyond the reserve
-    meter.spent = 895
+    assert (meter.ran, meter.allowance) == (1, 60)  # 150 left, 9 shares still reserved
+    meter.spent = 915
     meter.start_example()
-    assert meter.allowance == 10  # only 5 beyond the reserve: its share
+    assert (meter.ran, meter.allowance) == (2, 10)  # 85 left, 80 reserved: its share
     meter.spent = 995
     meter.start_example()
     assert meter.allowance == 5  # never more than the pool holds
     meter.spent = 1000
     meter.start_example()
     assert meter.allowance == 0
+
+
+def test_a_stopped_example_keeps_its_share_in_reserve():
+    meter = CostMeter(pool=1000, share=10, examples=10)
+    meter.spent = 5
+    with pytest.raises(OverCost):
+        meter.stop(2000)
+    meter.start_example()
+    assert (meter.ran, meter.allowance, meter.over) == (0, 895, 1)
 
 
 def test_a_launch_is_stopped_after_its_first_program_when_its_projection_is_over():
@@ -202,3 +212,57 @@ def test_the_summary_names_the_slowest_cells():
                                                      "s4[layout:contiguous]"]
     assert "30.0 s" in lines[2] and "3 examples" in lines[2] and "4 over the interpreter's cost" in lines[2]
     assert slowest_lines([cells[0]]) == []
+
+
+class _RowScale(torch.autograd.Function):
+    """y = 2x, forward and backward each one interpreted program per row."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return _launcher(1 << 30)(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _launcher(1 << 30)(g.contiguous())
+
+
+def test_the_gradient_search_discards_an_over_cost_example_cleanly():
+    subject = tc.register(_RowScale, name="cover_interpreter_cost_grad", family="cover_interpreter_cost",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float32",), layouts="any")},
+                          dims={"M": Dim(1, 64), "N": Dim(1, 16)}, oracle=lambda x: x * 2, backward=("x",))
+    # ~1800 units a row (forward and backward): a share pays ~11 rows, and the pool little more at first.
+    tight = replace(PROFILES["ci"], interpreter_cost=220_000, interpreter_example_cost=20_000)
+    result, record = _run(subject, "grad:layout:contiguous", profile=tight)
+    assert result.outcome == "honoured" and result.examples >= 1, result.message
+    assert result.details["interpreter_cost"]["stopped"] >= 1
+    assert any(verdict == "discarded" for _, verdict in record.examples) and all(record.metered)
+
+
+@triton.autotune(configs=[triton.Config({"UNROLL": 1}), triton.Config({"UNROLL": 2})], key=["n"])
+@triton.jit
+def _row_scale_tuned(x_ptr, out_ptr, stride_xm, stride_xn, n, UNROLL: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    tl.store(out_ptr + row * n + cols, tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask) * 2.0,
+             mask=mask)
+
+
+def _row_scale_autotuned(x):
+    m, n = x.shape
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if out.numel():
+        _row_scale_tuned[(m,)](x, out, x.stride(0), x.stride(1), n, BLOCK=triton.next_power_of_2(n))
+    return out
+
+
+@pytest.mark.parametrize("cell", ["autotune:config0", "autotune:benchmark"])
+def test_the_autotune_cells_discard_an_over_cost_example_cleanly(cell):
+    subject = tc.register(_row_scale_autotuned, name="cover_interpreter_cost_tuned", family="cover_interpreter_cost",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float32",), layouts="any")},
+                          dims={"M": Dim(1, 64), "N": Dim(1, 16)}, oracle=lambda x: x * 2)
+    tight = replace(PROFILES["ci"], interpreter_cost=110_000, interpreter_example_cost=10_000)
+    result, record = _run(subject, cell, profile=tight)
+    assert result.outcome == "honoured" and result.examples >= 1, result.message
+    assert result.details["over-cost_discarded"] >= 1 and result.details["interpreter_cost"]["stopped"] >= 1
+    assert all(record.metered)

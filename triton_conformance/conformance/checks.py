@@ -143,7 +143,8 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
     contract = subject.contract
     # A second call in the other sentinel (a model's output is fixed by its seed); the determinism cell's third.
     twice = bool(contract.deterministic or determinism or contract.model is not None)
-    example_started(calls=1 + twice + bool(determinism))  # its allowance of interpreted work, in a metered cell
+    # Its allowance of interpreted work, in a metered cell (OverCost at once if the cell's pool is spent).
+    example_started(calls=1 + twice + bool(determinism), before_inputs=True)
     expect = expectation(contract, spec)
 
     def run(sentinel: str, variant: int) -> tuple[BuiltInputs, _Call]:

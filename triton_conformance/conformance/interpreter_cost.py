@@ -30,14 +30,14 @@ long is stopped once its spend passes the allowance.
 
 **The allowance.**  Each cell has a pool (``Profile.interpreter_cost``); an
 example may spend its share (``Profile.interpreter_example_cost``), or, while
-the pool holds more than the shares of a whole search (share x examples, a
-reserve for the examples still to come), everything above that reserve;
-never more than the pool still holds.  So a wide outer dim is still run, once
-or twice a cell, and not at every example; a cell's interpreted work never
-passes its pool, and cheap examples (under their share) are never stopped
-while the pool lasts.  Every figure is a count, and a derandomized profile
-draws the same examples in the same order, so a ``ci`` run makes the same
-decisions on any machine.
+the pool holds more than the shares of the search's examples still to come
+(a reserve: share x the examples not yet run), everything above that
+reserve; never more than the pool still holds.  So a wide outer dim is still
+run, once or twice a cell (more easily as the search goes on), and not at
+every example; a cell's interpreted work never passes its pool, and cheap
+examples (under their share) are never stopped while the pool lasts.  Every
+figure is a count, and a derandomized profile draws the same examples in the
+same order, so a ``ci`` run makes the same decisions on any machine.
 
 The hooks are class attributes of triton's ``InterpreterBuilder`` and
 ``TensorHandle``, so the instance patches of :mod:`.tail_grid` stack on top
@@ -85,7 +85,7 @@ class CostMeter:
 
     pool: int
     share: int
-    reserve: int
+    examples: int  # the search's: the shares of those not yet run are held in reserve
     subject: str = ""
     spent: int = 0  # units the cell has spent
     limit: int = 0  # the spend at which the current call (or example) is stopped
@@ -94,6 +94,7 @@ class CostMeter:
     example_start: int = 0
     stopped: bool = False
     over: int = 0  # examples stopped
+    ran: int = 0  # examples that spent interpreted work and were not stopped
     largest: int = 0  # the most units an example spent
     widest: int = 0  # the most programs of a launch that ran to its end
     programs: int = 0  # the current launch's grid
@@ -104,13 +105,16 @@ class CostMeter:
     def __post_init__(self) -> None:
         self.start_example()
 
-    def start_example(self, calls: int = 1) -> None:
-        """A new example, which will call the launcher ``calls`` times: its allowance from what the pool holds."""
+    def start_example(self, calls: int = 1, *, before_inputs: bool = False) -> None:
+        """A new example, which will call the launcher ``calls`` times: its allowance from what the pool
+        holds.  ``before_inputs``: an example of a spent pool is stopped at once, before it is built."""
         self._close_example()
         self.example_start, self.stopped, self.calls = self.spent, False, max(1, calls)
-        remaining = self.pool - self.spent
-        self.allowance = max(0, min(remaining, max(self.share, remaining - self.reserve)))
+        remaining, reserve = self.pool - self.spent, self.share * max(0, self.examples - self.ran)
+        self.allowance = max(0, min(remaining, max(self.share, remaining - reserve)))
         self.limit = self.spent + self.allowance
+        if before_inputs and self.allowance == 0:
+            self.stop(0, f"the cell's pool of {self.pool:,} units is spent")
 
     def start_call(self) -> None:
         """One of the example's launcher calls: each may spend its part of the example's allowance (so
@@ -122,19 +126,22 @@ class CostMeter:
 
     def _close_example(self) -> None:
         self._close_launch()
-        self.largest = max(self.largest, self.spent - self.example_start)
+        spent = self.spent - self.example_start
+        self.largest = max(self.largest, spent)
+        self.ran += spent > 0 and not self.stopped
+        self.example_start = self.spent
 
     def _close_launch(self) -> None:
         if self.programs and self.done == self.programs:
             self.widest = max(self.widest, self.programs)
         self.programs = self.done = 0
 
-    def stop(self, estimate: int) -> None:
+    def stop(self, estimate: int, where: str = "") -> None:
         self.over += 1
         self.stopped, self.limit = True, -1  # until the next example (a launcher that swallowed it launches again)
         share = f"; one of {self.calls} calls" if self.calls > 1 else ""
-        raise OverCost(self.subject, estimate, self.allowance // self.calls, f"{self.kernel} over a grid of "
-                       f"{self.programs:,} programs, after {self.done:,} of them{share}")
+        raise OverCost(self.subject, estimate, self.allowance // self.calls, where or f"{self.kernel} over a grid "
+                       f"of {self.programs:,} programs, after {self.done:,} of them{share}")
 
     def launch(self, programs: int, kernel: str) -> None:
         self._close_launch()
@@ -167,11 +174,12 @@ def active_meter() -> CostMeter | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def example_started(calls: int = 1) -> None:
+def example_started(calls: int = 1, *, before_inputs: bool = False) -> None:
     """Tell the metered cell (if any) that a new example starts, which will call the launcher ``calls``
-    times: called by ``run_example`` and by the cell's observer (the gradient search's examples)."""
+    times: called by ``run_example`` (``before_inputs``: where :class:`OverCost` is caught) and by the
+    cell's observer (the gradient search's examples)."""
     if _ACTIVE:
-        _ACTIVE[-1].start_example(calls)
+        _ACTIVE[-1].start_example(calls, before_inputs=before_inputs)
 
 
 def call_started() -> None:
@@ -266,14 +274,14 @@ def metering_cost(pool: int | None, share: int | None, examples: int, *, subject
     metered (``enabled`` False, no ``pool``, or a triton whose interpreter lacks the hook points).
 
     - ``pool``: units the cell may spend; ``share``: an example's own (default: the pool over twice
-      ``examples``); ``examples``: the search's examples, whose shares are held in reserve.
+      ``examples``); ``examples``: the search's examples, whose shares are held in reserve until they ran.
     """
     points = _hook_points() if enabled and pool else None
     if points is None:
         yield None
         return
     share = share if share else max(1, pool // (2 * max(1, examples)))
-    meter = CostMeter(pool=pool, share=share, reserve=share * max(1, examples), subject=subject)
+    meter = CostMeter(pool=pool, share=share, examples=max(1, examples), subject=subject)
     outermost = not _ACTIVE
     if outermost:
         _install(*points)

@@ -12,12 +12,13 @@
 Every layer above imports this one; it imports none of them.
 """
 
-from triton_conformance.model.contract import Contract, Dim, Mask, Scalar, Tensor, Tolerance
+from triton_conformance.model.contract import Backward, Contract, Dim, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.model.performance import Performance
 from triton_conformance.model.stochastic import Dropout, Events, StochasticModel, StochasticRounding
 from triton_conformance.model.subject import Subject, get_subject, register, registry, subject
 
 __all__ = [
+    "Backward",
     "Contract",
     "Dim",
     "Dropout",

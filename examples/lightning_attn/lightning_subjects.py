@@ -24,6 +24,11 @@ device queries.  The claims come from its README and code:
   no weight, "doesn't support feature dim >= 64KB" (RuntimeError), fp16 eps
   clamped to >= 1.6e-5.
 
+Two more subjects call the front door at the head size of the library's own example
+(d = e = 64), where bug 2 does not get in the way: with ``s`` it is right on every
+input inside the contract (its only failures are an unchecked ``s`` shape outside it),
+without it it is bug 1 alone.
+
 The decay ``s`` is a slope in (0, 1] (ALiBi-style, ``_build_slope_tensor``, fp32):
 declared with ``value_range=(0, 1)``.
 
@@ -47,6 +52,12 @@ BUG2 = ("lightning-attn 0.0.5 bug: is_support(dim) is `16 % dim`, truthy when 16
         "the assert refuses d or e = 16 (and 1, 2, 4, 8) and accepts d = 3, 17, 24, ..., which then fail "
         "inside Triton (tl.arange needs a power of two)")
 BUG3 = ("lightning-attn 0.0.5 bug: the value dim is tiled by BLOCK_MODEL = min(next_power_of_2(e), 32) with no mask on e, so for e not a power of two below 32 or not a multiple of 32 (e=3, 48) the last tile reads v and writes o past each row: wrong numbers and out-of-bounds writes")
+BUG4 = ("lightning-attn 0.0.5 bug: srms_norm_fw offsets rows by `row * stride` with row = tl.program_id(0) and "
+        "stride an i32 argument, so past 2^31 elements the offset wraps (int32): the last rows are read and written "
+        "2^32 elements before where they are, outside x and y (shape:large-index; the int32 row offsets of the "
+        "Triton layer-norm tutorial it was taken from)")
+BUG5 = ("lightning-attn 0.0.5 defect (minor, outside the contract): no launcher checks s's shape (h, 1, 1): an "
+        "empty s is read anyway (SIGSEGV), an (h, 2, 1) one is taken as (h, 1, 1) without a word")
 MAX_ELEMENTS = 1 << 11  # cost cap for drawn examples on the interpreter (not a claim)
 
 
@@ -142,6 +153,40 @@ def lightning_attn_func_nodecay(q, k, v):
     return lightning_attn_func(q, k, v)
 
 
+# -- the front door at the head size of the library's own example (examples/ops/example_lightning_attn.py:
+# d = e = 64): a multiple of 16 past the inverted assert (bug 2), a power of two (no bug 3).  With s the call
+# is right; without s it is bug 1 alone.
+
+@subject(
+    family="lightning_attn_func",
+    inputs={**QKV, **SLOPE},
+    dims={**BHN, "d": Dim(64, 64), "e": Dim(64, 64), **ONES},
+    oracle=_decay_attention,
+    error_scale=_decay_scale,
+    reduces="n",
+    max_elements=MAX_ELEMENTS,
+    xfail=BUG5,
+)
+def lightning_attn_func_decay_d64(q, k, v, s):
+    """lightning_attn.ops.lightning_attn_func(q, k, v, s) with d = e = 64, as the library's example calls it."""
+    return lightning_attn_func(q, k, v, s)
+
+
+@subject(
+    family="lightning_attn_func",
+    inputs=QKV,
+    dims={**BHN, "d": Dim(64, 64), "e": Dim(64, 64)},
+    oracle=_decay_attention,
+    error_scale=_decay_scale,
+    reduces="n",
+    max_elements=MAX_ELEMENTS,
+    xfail=BUG1,
+)
+def lightning_attn_func_nodecay_d64(q, k, v):
+    """lightning_attn.ops.lightning_attn_func(q, k, v) with s=None and d = e = 64: bug 1 without bug 2."""
+    return lightning_attn_func(q, k, v)
+
+
 # -- SimpleRMSNorm ------------------------------------------------------------------------------
 
 @subject(
@@ -152,6 +197,7 @@ def lightning_attn_func_nodecay(q, k, v):
     oracle=lambda x, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps),
     reduces="N",
     max_elements=MAX_ELEMENTS,
+    xfail=BUG4,
 )
 def lightning_srmsnorm(x, eps):
     """lightning_attn.ops.triton.srmsnorm._SrmsNorm.apply(x, eps) (SimpleRMSNorm's forward)."""

@@ -235,6 +235,40 @@ def test_rows_bounded_at_2_24_are_reached_and_their_int32_offsets_caught():
     assert bad.counterexample["dims"] == {"M": 16647192, "N": 129}
 
 
+@triton.jit
+def cumsum_heads(x_ptr, out_ptr, T, H: tl.constexpr, BT: tl.constexpr, WIDE: tl.constexpr):
+    pid = tl.program_id(axis=0)  # one program per (row, head), heads fastest, as fla's unflatten_program_id
+    if WIDE:
+        pid = pid.to(tl.int64)
+    b, h = pid // H, pid % H
+    t = tl.arange(0, BT)
+    offsets = b * T * H + t * H + h
+    x = tl.load(x_ptr + offsets, mask=t < T, other=0.0)
+    tl.store(out_ptr + offsets, tl.cumsum(x, axis=0), mask=t < T)
+
+
+def heads_subject(wide: bool):
+    def launcher(x):
+        out = torch.empty_like(x)
+        B, T, H = x.shape
+        cumsum_heads[(B * H,)](x, out, T, H=H, BT=triton.next_power_of_2(T), WIDE=wide)
+        return out
+
+    return tc.register(launcher, name=f"cover_li_heads_{'int64' if wide else 'int32'}_{next(_ids)}",
+                       inputs={"x": Tensor(("B", "T", "H"), dtypes=("float32",))},
+                       dims={"B": Dim(1, 1 << 24), "T": Dim(1, 64), "H": Dim(1, 64)}, reduces="T",
+                       oracle=lambda x: x.cumsum(1))
+
+
+def test_a_row_spread_over_several_programs_gets_more_of_them_not_a_false_unwritten():
+    # fla's chunk_local_cumsum: a 1-D grid of B * H programs; the last 3 write 3 of the last row's 33 heads.
+    good = run_cell(heads_subject(wide=True), "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured", good.message
+    assert "the last 192 programs of each grid axis ran" in good.message
+    bad = run_cell(heads_subject(wide=False), "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
+
+
 def test_an_unwritten_tail_is_reported():
     def skips_the_last_rows(x):
         out = torch.empty_like(x)

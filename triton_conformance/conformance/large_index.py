@@ -6,6 +6,11 @@ example whose leading dim takes an input just past 2^31 elements (an fp16
 vector of 2^31 + 4099 elements for ``add``) and compares the output's tail
 with the float64 oracle on the inputs' tail.
 
+The dims other than the leading one are 33 (within their declared ranges);
+where the leading dim's declared maximum is too small for 2^31 elements at
+that width (rows declared up to 2^24), the inner dims widen within their
+ranges to the smallest size that fits, up to 65536 elements a row.
+
 It applies to subjects whose contract admits an input of >= 2^31 elements
 and that are *row-separable*: every input has the same leading dim, which is
 not reduced, so the last rows of the output depend only on the last rows of
@@ -29,6 +34,9 @@ wrapped lands in a gap, never in another tensor:
   few program ids along each grid axis while checking every address against
   the launch's tensors: a load outside them is masked off and recorded, a
   store outside them stops the launch before it writes (*unsafe: oob-write*).
+  Where those programs wrote the output's end but no whole row (a row spread
+  over several programs, as a grid over rows x heads does), the launch is
+  run again with 8, then 64 and 512 times as many.
   The written suffix of the output is compared.  Only the touched pages cost
   memory (a few MB), and the cell takes well under a second.
 """
@@ -46,7 +54,13 @@ import torch
 from triton_conformance.conformance.allocations import intercept_allocations
 from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
 from triton_conformance.conformance.memory import poison_bytes, unwritten_elements
-from triton_conformance.conformance.tail_grid import LONG_LOOP, WHOLE_AXIS, OutOfBoundsAccess, tail_programs
+from triton_conformance.conformance.tail_grid import (
+    LONG_LOOP,
+    TAIL_PROGRAMS,
+    WHOLE_AXIS,
+    OutOfBoundsAccess,
+    tail_programs,
+)
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.outcomes import Finding
@@ -61,6 +75,7 @@ LARGE = 1 << 31
 EXTRA = 4099  # past 2^31 by 4 blocks of 1024 and 3: the last block is partial
 TAIL_ELEMENTS = 1 << 16  # elements filled (and compared) at the end of each input
 MAX_ROW_ELEMENTS = 1 << 16  # inner dims are widened (for a bounded row dim) up to this many elements a row
+MAX_TAIL_PROGRAMS = TAIL_PROGRAMS * 8 ** 3  # emulated: programs per grid axis when a row spans several
 
 
 @dataclass(frozen=True)
@@ -367,35 +382,44 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
     row_inputs = plan.row_inputs(contract)
     largest = max(plan.elements(contract, n) for n in row_inputs) * itemsize
     emulate = not backend.on_device if emulate is None else emulate
-    # Room for the inputs and their outputs (one output where the gaps are real memory).
-    arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, itemsize, device,
-                   reserve=emulate)
-    inputs = _build(contract, plan, device, seed, arena, emulate)
     rows, fill = plan.dims[plan.row_dim], plan.fill_rows
-    with (tail_programs(whole_axis=WHOLE_AXIS, long_loop=LONG_LOOP) if emulate else contextlib.nullcontext()) as state, \
-            intercept_allocations(_tail_server({rows: fill}, arena)):
-        try:
-            raw = subject.launcher(**inputs, **plan.scalars)
-            backend.synchronize()
-        except Exception as exc:  # noqa: BLE001 - any exception is an outcome
-            violation = getattr(state, "violation", None)
-            if violation is not None:
-                return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "
-                               f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
-            return Finding("crash", "exception", f"{type(exc).__name__} on {plan.dims} {plan.dtype}: {exc}",
-                           {"traceback": exception_text(exc)})
+    keep = TAIL_PROGRAMS
+    while True:
+        # Room for the inputs and their outputs (one output where the gaps are real memory).
+        arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, itemsize, device,
+                       reserve=emulate)
+        inputs = _build(contract, plan, device, seed, arena, emulate)
+        emulation = tail_programs(keep, whole_axis=WHOLE_AXIS, long_loop=LONG_LOOP) if emulate else \
+            contextlib.nullcontext()
+        with emulation as state, intercept_allocations(_tail_server({rows: fill}, arena)):
+            try:
+                raw = subject.launcher(**inputs, **plan.scalars)
+                backend.synchronize()
+            except Exception as exc:  # noqa: BLE001 - any exception is an outcome
+                violation = getattr(state, "violation", None)
+                if violation is not None:
+                    return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "
+                                   f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
+                return Finding("crash", "exception", f"{type(exc).__name__} on {plan.dims} {plan.dtype}: {exc}",
+                               {"traceback": exception_text(exc)})
+        damage = arena.gap_damage()
+        if damage is not None:
+            return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
+                           {"address_error": damage})
+        read = getattr(state, "read_violation", None)
+        if read is not None:
+            return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} "
+                           f"{plan.dtype}; the load was masked off)", {"address_error": str(read)})
+        outputs = as_tuple(raw)
+        if not emulate or keep >= MAX_TAIL_PROGRAMS or not any(_partly_written(o, rows, fill) for o in outputs):
+            break
+        keep *= 8  # the last programs wrote part of the last row only (rows spread over programs): more of them
+    if keep > TAIL_PROGRAMS:
+        notes.append(f"the last {keep} programs of each grid axis ran (fewer wrote no whole row: a row spans "
+                     "several programs)")
     if getattr(state, "trimmed_loops", 0):
         notes.append(f"persistent kernel: {state.trimmed_loops} loops of more than {state.long_loop} iterations "
                      f"ran only their last {state.keep_iterations}")
-    damage = arena.gap_damage()
-    if damage is not None:
-        return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
-                       {"address_error": damage})
-    read = getattr(state, "read_violation", None)
-    if read is not None:
-        return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} {plan.dtype}; "
-                       "the load was masked off)", {"address_error": str(read)})
-    outputs = as_tuple(raw)
     dtypes = {n: input_dtype(contract, plan, n) for n in contract.inputs}
     if plan.reduced or any(isinstance(o, torch.Tensor) and (o.dim() == 0 or o.shape[0] != rows) for o in outputs):
         # A full reduction (or one over the rows): the answer depends on every row.
@@ -424,6 +448,15 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
     found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(o[-written:] for o in outputs),
                           where=f"last {written} rows of ")
     return found if found is not None else "honoured"
+
+
+def _partly_written(out: Any, rows: int, fill: int) -> bool:
+    """Whether the emulated programs wrote the end of output ``out`` but not one whole row of it: a row
+    spread over more programs than ran (a grid over rows x heads), not a grid that stops short."""
+    if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != rows or out.numel() == 0:
+        return False
+    holes = unwritten_elements(out[-fill:])
+    return _written_suffix(holes) == 0 and not bool(holes.reshape(-1)[-1])
 
 
 def _written_suffix(holes: Any) -> int:

@@ -25,8 +25,9 @@ projection passes its part of the example's allowance (``run_example`` says
 how many calls an example makes: two for a deterministic contract) is
 stopped there: :class:`OverCost`, a :class:`~.compiles.BudgetExhausted`,
 which the search, the shrinker, the gradient and autotune cells discard and
-count (``over-cost``) instead of running it.  A single program that loops for
-long is stopped once its spend passes the allowance.
+count (``over-cost``) instead of running it.  A later program that loops for
+long is stopped once its spend passes the allowance; a launch's first program
+never is (a kernel that never ends is a timeout, not a discarded example).
 
 **The allowance.**  Each cell has a pool (``Profile.interpreter_cost``); an
 example may spend its share (``Profile.interpreter_example_cost``), or, while
@@ -143,13 +144,18 @@ class CostMeter:
         raise OverCost(self.subject, estimate, self.allowance // self.calls, where or f"{self.kernel} over a grid "
                        f"of {self.programs:,} programs, after {self.done:,} of them{share}")
 
+    def charge(self, units: int) -> None:
+        self.spent += units
+        # A launch's first program is never stopped halfway: it is what the projection learns from, and
+        # one that never ends is a hang, which the cell's timeout must see (not an example discarded).
+        if self.spent > self.limit and self.done > 1:
+            self.stop(self.spent - self.example_start)
+
     def launch(self, programs: int, kernel: str) -> None:
         self._close_launch()
-        self.spent += LAUNCH_COST
         self.programs, self.done, self.kernel = programs, 0, kernel
+        self.charge(LAUNCH_COST)
         self.launch_start = self.spent
-        if self.spent > self.limit:
-            self.stop(self.spent - self.example_start)
 
     def program(self) -> None:
         done = self.done
@@ -237,17 +243,11 @@ def _install(builder: Any, handle: Any) -> None:
     def metered_post_init(self: Any) -> None:
         post_init(self)
         if _ACTIVE:
-            meter = _ACTIVE[-1]
-            meter.spent += HANDLE_COST + (getattr(self.data, "size", 1) >> ELEMENT_SHIFT)
-            if meter.spent > meter.limit:
-                meter.stop(meter.spent - meter.example_start)
+            _ACTIVE[-1].charge(HANDLE_COST + (getattr(self.data, "size", 1) >> ELEMENT_SHIFT))
 
     def metered_patch_lang(fn: Any) -> Any:
         if _ACTIVE:
-            meter = _ACTIVE[-1]
-            meter.spent += CALL_COST
-            if meter.spent > meter.limit:
-                meter.stop(meter.spent - meter.example_start)
+            _ACTIVE[-1].charge(CALL_COST)
         return patch_lang(fn)
 
     _PATCHED.update(set_grid_dim=set_dim, set_grid_idx=set_idx, __post_init__=post_init, _patch_lang=patch_lang)

@@ -200,16 +200,35 @@ def steer(contract: Contract, spec: Spec, classes: dict[tuple, Spec],
     return None
 
 
+DEGENERATE = 63  # a spec whose every dim is under 64 is small: a cell's one class should reach a real tile
+
+
+def _degenerate_first(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None) -> bool:
+    """Whether ``spec`` would spend the cell's first class on a degenerate size the cell need not keep to.
+
+    Hypothesis draws the smallest spec first; a cell whose one class held only ``N = 1`` would move
+    every later draw there.  So the first class waits for a larger draw, unless the cell admits none
+    (``shape:tiny``) or the contract does not.
+    """
+    if context.compiles.classes or max(spec.dims.values(), default=0) > DEGENERATE:
+        return False
+    dims = context.subject.contract.dims
+    larger = replace(spec, dims={s: min(dims[s].max, max(n, 64)) for s, n in spec.dims.items()})
+    return larger != spec and (keeps_class is None or keeps_class(larger, spec))
+
+
 def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None,
                        excluding: tuple | None, cap: int) -> Spec | None:
     """``spec`` if its class is compiled or the cell may start a new one; else the nearest example of a
     compiled class that stays in the cell's class and on the same side of the contract; else None."""
     contract, name = context.subject.contract, context.subject.name
-    if BOOK.known(name, signature(contract, spec)) or context.compiles.may_start_class():
+    if BOOK.known(name, signature(contract, spec)):
         return spec
     side = expectation(contract, spec).kind
     if side != "honour":
         return spec  # a launcher should refuse it, most likely before compiling: if not, the hook discards it
+    if context.compiles.may_start_class() and not _degenerate_first(context, spec, keeps_class):
+        return spec
 
     def admissible(candidate: Spec) -> bool:
         if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in candidate.dims.values()):

@@ -52,8 +52,8 @@ class Profile:
 
 # A cell's interpreted work under ci and dev, and an example's share (counted units; see
 # conformance/interpreter_cost.py, and docs/benchmarks.md for their seconds on a 2-core CPU).
-CI_INTERPRETER_COST = 30_000_000
-CI_INTERPRETER_EXAMPLE_COST = 1_500_000
+CI_INTERPRETER_COST = 16_000_000
+CI_INTERPRETER_EXAMPLE_COST = 800_000
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("dev", max_examples=10, derandomize=False, max_elements=1 << 12, max_outer=16,

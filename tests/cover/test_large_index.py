@@ -326,11 +326,12 @@ def test_arena_refuses_more_tensors_than_it_has_room_for():
 @pytest.fixture
 def small_large(monkeypatch):
     """Shrink 'large' to 4096 elements so the whole-grid path fits in a test."""
-    from triton_conformance.conformance import large_index
+    from triton_conformance.conformance import large_index, large_index_plan
 
-    monkeypatch.setattr(large_index, "LARGE", 4096)
-    monkeypatch.setattr(large_index, "EXTRA", 5)
-    monkeypatch.setattr(large_index, "TAIL_ELEMENTS", 64)
+    for module in (large_index, large_index_plan):  # the plan's sizes, and the arena's
+        monkeypatch.setattr(module, "LARGE", 4096)
+        monkeypatch.setattr(module, "EXTRA", 5)
+        monkeypatch.setattr(module, "TAIL_ELEMENTS", 64)
     return large_index
 
 

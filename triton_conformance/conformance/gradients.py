@@ -305,7 +305,6 @@ def run_gradient_example(subject: Subject, spec: Spec, backend: Backend, judge: 
 
 
 # -- searching a cell ---------------------------------------------------------
-
 class _Stop(BaseException):
     """The shrink budget is spent: the latest failure is the smallest so far (past Hypothesis)."""
 
@@ -355,6 +354,11 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
     cap = memory_cap(context.config)
     failures: list[_Failed] = []
     examples = lambda: sum(n for k, n in counts.items() if k not in ("discarded", "after-failure"))  # noqa: E731
+    budgets: Counter = Counter()  # discards by the budget that refused them (BudgetExhausted.discard)
+
+    def unrun() -> CellResult:
+        return cell_result(subject, cell, "skipped", "every draw was over a budget before this cell ran an example ("
+                           + ", ".join(f"{n} {k}" for k, n in budgets.items()) + ")")
 
     share = context.compiles if context.compiles is not None and context.compiles.budget is not None else None
 
@@ -369,6 +373,7 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
             spec = in_compiled_class(context, spec, None, None, cap)
             if spec is None:
                 counts["discarded"] += 1
+                budgets["no-compiled-class"] += 1
                 reject()
             share.start_example()
         if failures:
@@ -380,9 +385,10 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
                                            second=options["second"], determinism=options["determinism"])
             if share is not None:
                 BOOK.record(subject.name, signature(subject.contract, spec), spec, cell)
-        except BudgetExhausted:
+        except BudgetExhausted as exc:
             counts["discarded"] += 1
-            observer.example_finished(subject, cell, spec, "discarded", time.perf_counter() - started)
+            budgets[exc.discard] += 1
+            observer.example_finished(subject, cell, spec, exc.discard, time.perf_counter() - started)
             reject()
         observer.example_finished(subject, cell, spec, verdict, time.perf_counter() - started)
         if isinstance(verdict, Finding):
@@ -404,12 +410,11 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
         error = exc
     except _Stop:
         error = failures[-1] if failures else None  # or the compile budget: what ran, ran
-        if error is None and examples() == 0:
-            return cell_result(subject, cell, "skipped", f"the compile budget ({context.compile_budget}) was "
-                               f"used before this cell ran an example; {counts['discarded']} discarded")
     except Exception as exc:  # noqa: BLE001 - Hypothesis could not search (every draw rejected, a flaky replay)
         # A failure Hypothesis could not replay (a nondeterministic one) is still the failure it was.
         error = failures[-1] if failures else exc
+    if not isinstance(error, _Failed) and examples() == 0 and counts["discarded"]:
+        return unrun()
     if isinstance(error, _Failed):
         spec, finding = error.spec, error.finding
         body = _REPLAY.format(spec=spec, module=subject.module, subject=subject.name, cell=cell,
@@ -418,9 +423,6 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
                       reproducer=reproducer_script(subject, cell, finding, context.backend, body),
                       examples=examples())
     if error is not None:
-        if examples() == 0 and counts["discarded"]:
-            return cell_result(subject, cell, "skipped", f"the compile budget ({context.compile_budget}) was "
-                               f"used before this cell ran an example; {counts['discarded']} discarded")
         return cell_result(subject, cell, "crash", f"hypothesis could not search this cell: {error}",
                            finding="search-error")
     n = examples()

@@ -424,3 +424,20 @@ def test_a_cells_first_class_waits_for_a_real_size_unless_the_cell_keeps_to_tiny
     assert len(contiguous.n) == 20 and contiguous.n[0] >= 64, contiguous.n
     r = run_cell(subject, "shape:tiny", backend=cuda_on_cpu, config=config, observer=tiny)
     assert r.examples == 20 and max(tiny.n) <= 3 and r.compiles >= 1
+
+
+def test_a_cell_stops_drawing_once_the_interpreters_cost_keeps_refusing():
+    from triton_conformance import register
+    from triton_conformance.conformance.interpreter_cost import OverCost
+
+    calls = []
+
+    def always_over_cost(x):
+        calls.append(1)
+        raise OverCost("always_over_cost", 10**9, 1, "every example")
+
+    subject = register(always_over_cost, name="always_over_cost", inputs={"x": Tensor(("N",))},
+                       dims={"N": Dim(1, 64)}, oracle=lambda x: x * 1.0)
+    result = run_cell(subject, "layout:contiguous", config=run_config(profile="ci", max_examples=100))
+    assert result.outcome == "skipped" and "over-cost" in result.message
+    assert len(calls) == MAX_DISCARDS  # not Hypothesis's whole allowance of invalid draws

@@ -157,8 +157,8 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
             raise failures[key]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
-        if discards[DISCARDED] + discards[NO_COMPILED_CLASS] >= MAX_DISCARDS + 3 * outcome.examples:
-            raise _StopSearch  # the compile budget is spent on kernels this cell keeps asking for
+        if sum(n for k, n in discards.items() if k != OVER_MEMORY) >= MAX_DISCARDS + 3 * outcome.examples:
+            raise _StopSearch  # a budget (compiles, the interpreter's cost) is spent on what this cell keeps asking for
         if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in spec.dims.values()):
             reject()  # the first finding was at an empty size: look elsewhere
         if example_bytes(subject.contract, spec) > cap:

@@ -50,7 +50,7 @@ from triton_conformance.conformance.memory import flat_bytes, guarded_allocation
 from triton_conformance.conformance.results import cell_result, failed, reproducer_script
 from triton_conformance.conformance.safety import example_bytes, memory_cap
 from triton_conformance.conformance.search import MAX_DISCARDS, counterexample, profile_settings
-from triton_conformance.conformance.specializations import BOOK, in_compiled_class, signature
+from triton_conformance.conformance.specializations import counted, in_compiled_class
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView, worst
 from triton_conformance.model.spec import GUARD_ELEMENTS, Layout, Spec, strides_for
 from triton_conformance.model.subject import Subject
@@ -375,16 +375,14 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
                 counts["discarded"] += 1
                 budgets["no-compiled-class"] += 1
                 reject()
-            share.start_example()
         if failures:
             counts["after-failure"] += 1
         observer.example_started(subject, cell, spec)
         started = time.perf_counter()
         try:
-            verdict = run_gradient_example(subject, spec, context.backend, context.judge,
-                                           second=options["second"], determinism=options["determinism"])
-            if share is not None:
-                BOOK.record(subject.name, signature(subject.contract, spec), spec, cell)
+            verdict = counted(context, spec, lambda s: run_gradient_example(
+                subject, s, context.backend, context.judge, second=options["second"],
+                determinism=options["determinism"]))
         except BudgetExhausted as exc:
             counts["discarded"] += 1
             budgets[exc.discard] += 1

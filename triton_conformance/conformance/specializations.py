@@ -35,7 +35,7 @@ from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import Spec, strides_for
 
 __all__ = ["signature", "ClassBook", "BOOK", "steer", "size_class", "nearest_in_class", "in_compiled_class",
-           "run_counted"]
+           "run_counted", "counted"]
 
 _ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
              "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -239,12 +239,19 @@ def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
     return steer(contract, spec, BOOK.classes(name), admissible, own=BOOK.ran_by(name, context.cell))
 
 
-def run_counted(context: Any, spec: Spec, *, determinism: bool) -> Any:
-    """Run one example; on CUDA, as one example of the cell's share, its class recorded once it ran."""
+def counted(context: Any, spec: Spec, run: Callable[[Spec], Any]) -> Any:
+    """``run(spec)`` as one example of the cell's share on CUDA: its first new kernel starts a class,
+    and its class is recorded once it ran.  Elsewhere just ``run(spec)``."""
     share = context.compiles
     if share is not None:
         share.start_example()
-    verdict = run_example(context.subject, spec, context.backend, context.judge, determinism=determinism)
+    verdict = run(spec)
     if share is not None:
         BOOK.record(context.subject.name, signature(context.subject.contract, spec), spec, context.cell)
     return verdict
+
+
+def run_counted(context: Any, spec: Spec, *, determinism: bool) -> Any:
+    """One searched example (:func:`.checks.run_example`), :func:`counted`."""
+    return counted(context, spec, lambda s: run_example(context.subject, s, context.backend, context.judge,
+                                                       determinism=determinism))

@@ -4,6 +4,8 @@
 # $OUT/summary.txt.  Run from the checkout root:  bash bench/gpu/session.sh STEP...
 #
 #   nightly1      the nightly command on GPU 0 only (one xdist worker), results + HTML
+#   nightlyw      the nightly command on GPU 0 with NW [3] xdist workers sharing it
+#   profile       cProfile of `run --device cuda --profile nightly --isolation none` over PROFILE_CELLS
 #   nightly2      the nightly command on both GPUs (one worker each): the throughput ratio
 #   side          on GPU 1: large-index cell, 200 flakiness runs of the stochastic cells, their cost
 #   hazards       crash / hang / compile-failure subjects with and without (bench/gpu/nightly_hazards.py)
@@ -115,8 +117,18 @@ EOF
 
 for step in "$@"; do
     case $step in
-        nightly1) CUDA_VISIBLE_DEVICES=0 run_step nightly1 "${N1_LIMIT:-230}" python3 -m triton_conformance.cli \
+        nightly1) rm -rf .conformance/examples
+                  CUDA_VISIBLE_DEVICES=0 run_step nightly1 "${N1_LIMIT:-230}" python3 -m triton_conformance.cli \
                       nightly --gpus 1 --seed 7 --results "$L/nightly1/results.json" ;;
+        nightlyw) rm -rf .conformance/examples  # the nightly profile's database would replay an earlier run's failures
+                  CUDA_VISIBLE_DEVICES=0 run_step "nightlyw${NW:-3}" "${NW_LIMIT:-200}" python3 -m triton_conformance.cli \
+                      nightly --gpus 1 -n "${NW:-3}" --seed 7 --results "$L/nightlyw${NW:-3}/results.json" ;;
+        profile) rm -rf .conformance/examples
+                 CUDA_VISIBLE_DEVICES=0 run_step profile "${PROFILE_LIMIT:-200}" python3 -m cProfile -o "$L/profile.pstats" \
+                     -m triton_conformance.cli run --device cuda --profile nightly --seed 7 --isolation none --fresh \
+                     ${PROFILE_CELLS:---cell softmax --cell layer_norm --cell add} --results "$L/profile/results.json"
+                 python3 -c 'import pstats, sys; s = pstats.Stats(sys.argv[1]); s.sort_stats("cumulative").print_stats(70)
+s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.txt" 2>&1 ;;
         nightly2) run_step nightly2 "${N2_LIMIT:-250}" python3 -m triton_conformance.cli nightly \
                       --seed 7 --results "$L/nightly2/results.json" ;;
         side) ( export CUDA_VISIBLE_DEVICES=1

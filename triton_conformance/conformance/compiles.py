@@ -26,6 +26,7 @@ __all__ = [
     "BudgetExhausted",
     "CellCompiles",
     "CompileLedger",
+    "FIRST_GUESS",
     "counting_compiles",
     "make_hook",
 ]
@@ -49,11 +50,17 @@ class BudgetExhausted(BaseException):
         self.kernel = kernel
 
 
+# Compiles a class of each kernel family costs until one has been seen: the forward's kernel, or a
+# backward's kernels with the forward's (most backwards have one or two kernels of their own).
+FIRST_GUESS = {"forward": 1, "backward": 2}
+
+
 @dataclass
 class CompileLedger:
-    """Distinct specializations compiled per subject in this process."""
+    """Distinct specializations compiled per subject in this process, and what each class cost."""
 
     seen: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    class_costs: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (subject, kernels) -> compiles
 
     def used(self, subject: str) -> int:
         return len(self.seen.get(subject, ()))
@@ -76,6 +83,12 @@ class CompileLedger:
         keys.add(entry)
         return True
 
+    def class_cost(self, subject: str, kernels: str) -> int:
+        """What a new class of ``subject``'s ``kernels`` ("forward", "backward") costs: the mean of
+        those seen, rounded up (a tuner compiles every config of a class), else a first guess."""
+        costs = [c for c in self.class_costs.get((subject, kernels), ()) if c]
+        return -(-sum(costs) // len(costs)) if costs else FIRST_GUESS.get(kernels, 1)
+
 
 LEDGER = CompileLedger()
 
@@ -84,43 +97,76 @@ class CellCompiles:
     """What one cell compiled, and the fair share of the subject's budget it may still buy.
 
     The budget buys new classes first: an example that needs a kernel not yet
-    compiled starts a new specialization class.  A cell may start its first
-    class while the budget holds more than one compile for each later cell
-    that cannot search (``keep``: a performance or large-index cell needs its
-    own size); a further one only from budget that is not reserved, one
-    compile for each later cell of the subject (``reserve``), so the first
-    cells cannot starve the last ones.  The compiles of a class once started
-    are paid up to the budget itself.
+    compiled starts a new specialization class.  ``later`` lists, for each later
+    cell of the subject that applies, its kernels ("forward", "backward") and
+    whether it can steer into compiled classes; each later cell is expected to
+    need one class, at what its kernels' classes have cost so far
+    (:meth:`CompileLedger.class_cost`).
+
+    - A first class may start while the budget holds more than the later cells
+      that cannot steer (performance, large-index) will need.
+    - A further class only while it holds more than every later cell will need,
+      so the first cells cannot starve the last ones.
+    - A cell that has no class yet and can run nothing inside the compiled ones
+      (a cell that cannot steer; or :meth:`grant_first_class`, after a steering
+      search found no compiled class for its draw) starts its first class even
+      past the budget: a starved cell would check nothing.  A cell's first class,
+      once started, is paid in full; a later one only up to the budget.
     """
 
-    def __init__(self, subject: str = "", budget: int | None = None, reserve: int = 0, keep: int = 0,
+    def __init__(self, subject: str = "", budget: int | None = None,
+                 later: tuple[tuple[str, bool], ...] = (), *, kernels: str = "forward", steers: bool = True,
                  ledger: CompileLedger | None = None) -> None:
-        self.subject, self.budget, self.reserve, self.keep = subject, budget, reserve, keep
+        self.subject, self.budget, self.later, self.kernels, self.steers = subject, budget, later, kernels, steers
         self.ledger = ledger or LEDGER
         self.count = 0  # new specializations this cell compiled
         self.discarded = 0
         self.classes = 0  # examples of this cell that started a new class
         self.example_paid = False  # the current example has started its class: its other kernels are paid
+        self.paying_first = False  # the current example is the cell's first class: paid past the budget
+        self.granted = False  # a steering search found no compiled class: the first class may pass the budget
+        self.past_budget = 0  # compiles of this cell beyond the subject's budget
+
+    def _needed(self, *, fixed_only: bool) -> int:
+        return sum(self.ledger.class_cost(self.subject, kernels) for kernels, steers in self.later
+                   if not (fixed_only and steers))
 
     def start_example(self) -> None:
         """A new example begins: its first new kernel starts a class of its own."""
         self.example_paid = False
+        self.paying_first = False
 
     def may_start_class(self) -> bool:
-        """Whether an example that needs new kernels could start a class now."""
+        """Whether an example that needs new kernels could start a class now, within the fair share."""
         if self.budget is None:
             return True
         left = self.budget - self.ledger.used(self.subject)
-        return left > (self.keep if self.classes == 0 else max(self.reserve, self.keep))
+        return left > self._needed(fixed_only=self.classes == 0)
+
+    def grant_first_class(self) -> None:
+        """Let this cell's first class start past its share (and the budget): no compiled class holds its draw."""
+        self.granted = True
 
     def admit(self, kernel: str) -> None:
         """Called before a new specialization is charged; raises :class:`BudgetExhausted` if it may not be."""
         if self.budget is None or self.example_paid:
             return
-        if not self.may_start_class():
+        first = self.classes == 0
+        if not (first and (self.granted or not self.steers)) and not self.may_start_class():
             raise BudgetExhausted(self.subject, self.budget, kernel)
         self.classes += 1
         self.example_paid = True
+        self.paying_first = first
+        self.ledger.class_costs.setdefault((self.subject, self.kernels), []).append(0)
+
+    def charged(self) -> None:
+        """A new specialization was charged to the current example's class."""
+        self.count += 1
+        costs = self.ledger.class_costs.get((self.subject, self.kernels))
+        if costs and self.example_paid:
+            costs[-1] += 1
+        if self.budget is not None and self.ledger.used(self.subject) > self.budget:
+            self.past_budget += 1
 
 
 def _kernel_name(fn: Any) -> str:
@@ -136,8 +182,8 @@ def make_hook(ledger: CompileLedger, subject: str, budget: int | None, counter: 
         kernel, key = _kernel_name(kwargs.get("fn")), kwargs.get("key")
         if not ledger.has(subject, kernel, key):
             counter.admit(kernel)
-        if ledger.charge(subject, kernel, key, budget):
-            counter.count += 1
+        if ledger.charge(subject, kernel, key, None if counter.paying_first else budget):
+            counter.charged()
         return previous(*args, **kwargs) if previous else False
 
     return hook

@@ -49,7 +49,7 @@ from triton_conformance.conformance.launching import launch, outputs_of
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
 from triton_conformance.conformance.results import cell_result, failed, reproducer_script
 from triton_conformance.conformance.safety import example_bytes, memory_cap
-from triton_conformance.conformance.search import MAX_DISCARDS, counterexample, profile_settings
+from triton_conformance.conformance.search import MAX_DISCARDS, counterexample, profile_settings, specializations
 from triton_conformance.conformance.specializations import counted, in_compiled_class
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView, worst
 from triton_conformance.model.spec import GUARD_ELEMENTS, Layout, Spec, strides_for
@@ -355,6 +355,8 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
     failures: list[_Failed] = []
     examples = lambda: sum(n for k, n in counts.items() if k not in ("discarded", "after-failure"))  # noqa: E731
     budgets: Counter = Counter()  # discards by the budget that refused them (BudgetExhausted.discard)
+    classes: Counter = Counter()  # on CUDA: examples steered into a compiled class, and that compiled nothing
+    unrun: Counter = Counter()  # draws not run, by why
 
     def unrun() -> CellResult:
         return cell_result(subject, cell, "skipped", "every draw was over a budget before this cell ran an example ("
@@ -363,26 +365,34 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
     share = context.compiles if context.compiles is not None and context.compiles.budget is not None else None
 
     def probe(spec: Spec) -> None:
-        if expectation(subject.contract, spec).kind != "honour" or example_bytes(subject.contract, spec) > cap:
+        if expectation(subject.contract, spec).kind != "honour":
+            unrun["outside the contract"] += 1
             reject()  # the backward is judged inside the contract only
+        if example_bytes(subject.contract, spec) > cap:
+            unrun["over the memory cap"] += 1
+            reject()
         if failures and len(failures) + counts["after-failure"] > profile.shrink_calls:
             raise _Stop
         if counts["discarded"] >= MAX_DISCARDS + 3 * examples():
             raise _Stop  # the compile budget is spent on kernels this cell keeps asking for
         if share is not None:  # on CUDA: inside a compiled class once the cell may start no new one
-            spec = in_compiled_class(context, spec, None, None, cap)
+            drawn, spec = spec, in_compiled_class(context, spec, None, None, cap)
             if spec is None:
                 counts["discarded"] += 1
                 budgets["no-compiled-class"] += 1
                 reject()
+            classes["steered"] += spec is not drawn
         if failures:
             counts["after-failure"] += 1
         observer.example_started(subject, cell, spec)
         started = time.perf_counter()
+        classes_before = share.classes if share is not None else 0
         try:
             verdict = counted(context, spec, lambda s: run_gradient_example(
                 subject, s, context.backend, context.judge, second=options["second"],
                 determinism=options["determinism"]))
+            if share is not None and share.classes == classes_before:
+                classes["reused"] += 1
         except BudgetExhausted as exc:
             counts["discarded"] += 1
             budgets[exc.discard] += 1
@@ -424,7 +434,16 @@ def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
         return cell_result(subject, cell, "crash", f"hypothesis could not search this cell: {error}",
                            finding="search-error")
     n = examples()
-    return cell_result(subject, cell, "honoured", f"{n} examples, all gradients honoured", examples=n)
+    # Fewer examples than asked for: say which budget stopped the search (or that Hypothesis ran out).
+    parts = [f"{n} examples, all gradients honoured"] + [f"{k} discarded ({b})" for b, k in budgets.items()]
+    if n < context.config.examples and not budgets:
+        why = ", ".join(f"{k} draws {reason}" for reason, k in unrun.items()) or "no draw left unrun"
+        parts.append(f"Hypothesis ended the search after {n} of {context.config.examples} examples ({why})")
+    details = {f"{b}_discarded": k for b, k in budgets.items()}
+    if share is not None:
+        details["specializations"] = specializations(share, examples=n, reused=classes["reused"],
+                                                     steered=classes["steered"])
+    return cell_result(subject, cell, "honoured", ", ".join(parts), examples=n, details=details)
 
 
 def replay_gradients(module: str, name: str, cell: str, spec: Spec | dict, *, device: str = "cpu",

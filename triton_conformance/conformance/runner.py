@@ -28,19 +28,18 @@ from triton_conformance.model.subject import Subject
 __all__ = ["run_cell"]
 
 
-def _later_cells(subject: Subject, cell: str, backend: Backend) -> tuple[int, int]:
+def _later_cells(subject: Subject, cell: str, backend: Backend) -> tuple[tuple[str, bool], ...]:
     """The cells of ``subject`` after ``cell`` (in catalogue order, the order a run takes) that apply on
-    ``backend``, and how many of them cannot steer into compiled classes: the fair share of the
-    compile budget keeps one compile for each (:class:`~.compiles.CellCompiles`)."""
+    ``backend``, each as (the kernels its classes compile, whether it can steer into compiled classes):
+    the fair share of the compile budget keeps a class for each (:class:`~.compiles.CellCompiles`)."""
     cells = cells_for(subject.contract)
     later = cells[cells.index(cell) + 1:] if cell in cells else []
-    applying = fixed = 0
+    applying = []
     for later_cell in later:
         kind, value = kind_of(later_cell)
         if kind.skip_reason(subject.contract, value, backend) is None:
-            applying += 1
-            fixed += not kind.steers
-    return applying, fixed
+            applying.append((kind.kernels, kind.steers))
+    return tuple(applying)
 
 
 def _tuning_quickly(subject: Subject, backend: Backend):  # noqa: ANN202 - a context manager
@@ -87,8 +86,8 @@ def run_cell(
         result = skipped(subject, cell, reason)
     else:
         budget = _compile_budget(subject, backend, config)
-        reserve, keep = _later_cells(subject, cell, backend) if budget else (0, 0)
-        share = CellCompiles(subject.name, budget, reserve=reserve, keep=keep)
+        later = _later_cells(subject, cell, backend) if budget else ()
+        share = CellCompiles(subject.name, budget, later, kernels=kind.kernels, steers=kind.steers)
         context = CellContext(subject=subject, cell=cell, backend=backend, config=config, seed=seed,
                               observer=observer, judge=judge_for(subject, backend), compile_budget=budget,
                               compiles=share if backend.compiles else None)

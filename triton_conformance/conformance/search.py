@@ -59,7 +59,7 @@ from triton_conformance.model.spec import Spec, strides_for
 
 __all__ = ["Violation", "SearchOutcome", "profile_settings", "search", "shrink", "assemble", "minimize_dims",
            "counterexample", "MAX_DISCARDS", "example_bytes", "memory_cap", "finding_class", "second_search",
-           "MEMORY_FRACTION"]
+           "MEMORY_FRACTION", "specializations"]
 
 DISCARDED = "discarded"
 OVER_MEMORY = "over-memory"  # examples discarded as over the per-cell memory cap
@@ -346,9 +346,16 @@ def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, 
     if share is None:
         return result
     # On CUDA: what the cell's share of the compile budget bought, and how far the search reused it.
-    classes = {"examples": outcome.examples, "classes_compiled": share.classes, "examples_reused": outcome.reused,
-               "examples_steered": outcome.steered}
-    return replace(result, details={**result.details, "specializations": classes})
+    return replace(result, details={**result.details, "specializations": specializations(
+        share, examples=outcome.examples, reused=outcome.reused, steered=outcome.steered)})
+
+
+def specializations(share: Any, *, examples: int, reused: int, steered: int) -> dict[str, int]:
+    """A cell's ``details["specializations"]`` on CUDA: examples run, classes its share bought, examples that
+    compiled nothing new, examples moved into a compiled class, and compiles past the subject's budget
+    (a cell's one class, where it could run nothing otherwise)."""
+    return {"examples": examples, "classes_compiled": share.classes, "examples_reused": reused,
+            "examples_steered": steered, "compiled_past_budget": share.past_budget}
 
 
 def _assembled(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, dict] | None,

@@ -35,7 +35,7 @@ from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import Spec, strides_for
 
 __all__ = ["signature", "ClassBook", "BOOK", "steer", "size_class", "nearest_in_class", "in_compiled_class",
-           "run_counted", "counted"]
+           "run_counted", "counted", "book_name"]
 
 _ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
              "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -217,17 +217,27 @@ def _degenerate_first(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
     return larger != spec and (keeps_class is None or keeps_class(larger, spec))
 
 
+def book_name(context: Any) -> str:
+    """Where the class book keeps a cell's classes: per subject, and apart for backward cells (whose
+    classes hold backward kernels that a forward cell's class of the same signature lacks)."""
+    share = context.compiles
+    kernels = getattr(share, "kernels", "forward")
+    return context.subject.name if kernels == "forward" else f"{context.subject.name}::{kernels}"
+
+
 def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None,
                        excluding: tuple | None, cap: int) -> Spec | None:
     """``spec`` if its class is compiled or the cell may start a new one; else the nearest example of a
-    compiled class that stays in the cell's class and on the same side of the contract; else None."""
-    contract, name = context.subject.contract, context.subject.name
+    compiled class that stays in the cell's class and on the same side of the contract; else, for a
+    cell that has no class yet, ``spec`` as its first class past the budget; else None."""
+    contract, name, share = context.subject.contract, book_name(context), context.compiles
     if BOOK.known(name, signature(contract, spec)):
         return spec
     side = expectation(contract, spec).kind
     if side != "honour":
         return spec  # a launcher should refuse it, most likely before compiling: if not, the hook discards it
-    if context.compiles.may_start_class() and not _degenerate_first(context, spec, keeps_class):
+    degenerate = _degenerate_first(context, spec, keeps_class)
+    if share.may_start_class() and not degenerate:
         return spec
 
     def admissible(candidate: Spec) -> bool:
@@ -236,7 +246,11 @@ def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
         return (expectation(contract, candidate).kind == side and example_bytes(contract, candidate) <= cap
                 and (keeps_class is None or keeps_class(candidate, spec)))
 
-    return steer(contract, spec, BOOK.classes(name), admissible, own=BOOK.ran_by(name, context.cell))
+    steered = steer(contract, spec, BOOK.classes(name), admissible, own=BOOK.ran_by(name, context.cell))
+    if steered is None and share.classes == 0 and not degenerate:
+        share.grant_first_class()  # a starved cell would check nothing: its one class is worth a compile
+        return spec
+    return steered
 
 
 def counted(context: Any, spec: Spec, run: Callable[[Spec], Any]) -> Any:
@@ -247,7 +261,7 @@ def counted(context: Any, spec: Spec, run: Callable[[Spec], Any]) -> Any:
         share.start_example()
     verdict = run(spec)
     if share is not None:
-        BOOK.record(context.subject.name, signature(context.subject.contract, spec), spec, context.cell)
+        BOOK.record(book_name(context), signature(context.subject.contract, spec), spec, context.cell)
     return verdict
 
 

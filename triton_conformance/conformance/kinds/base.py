@@ -33,9 +33,14 @@ class CellKind:
       its one-line explanation (the report's legend);
     - ``searched``: whether its cells are searched and shrunk (and so share the
       subject's compile budget), or run at sizes of their own;
+    - ``steers``: whether its search moves draws into compiled classes on CUDA;
+    - ``kernels``: what its classes compile, ``"forward"`` or ``"backward"`` (a backward
+      class is compiled by backward cells only, and costs more);
     - ``interpreter_cost``: whether the interpreter's cost allowance bounds its
       examples (:mod:`..interpreter_cost`); False for cells at designed sizes,
       which an over-cost discard would skip;
+    - ``exclusive_gpu``: whether its cells time the GPU, so that no other
+      worker sharing the GPU may run a cell meanwhile (workers.gpus.GpuTurns);
     - :meth:`values`: the classes a contract gets (default: all of them);
     - :meth:`skip_reason`: why a cell does not apply here, or None;
     - :meth:`run`: the cell's result.
@@ -44,7 +49,9 @@ class CellKind:
     dimension: Dimension
     searched: bool = False
     steers: bool = False  # whether its search moves draws into compiled classes (so it can run on a spent budget)
+    kernels: str = "forward"  # what its classes compile: "forward", or "backward" (the backward's with the forward's)
     interpreter_cost: bool = True
+    exclusive_gpu: bool = False  # its cells time the GPU, so no other worker's cell may run on it meanwhile
 
     def values(self, contract: Contract) -> tuple[str, ...]:
         return tuple(c.value for c in self.dimension.classes)

@@ -40,6 +40,7 @@ class GradientCells(CellKind):
     """The backward's cells, a dimension of their own; only for contracts that declare a backward."""
 
     steers = True
+    kernels = "backward"
     dimension = Dimension("grad", "the declared backward's gradients, against float64 autograd of the oracle", (
         *(CellClass(f"layout:{k}", s) for k, s in _LAYOUTS),
         *(CellClass(f"dtype:{d}", f"inputs (and so grad_output) in {d}") for d in _DTYPES),

@@ -32,18 +32,26 @@ def summary(path: str) -> dict:
     under = [f"{r['subject']}[{r['cell']}]" for r in ran if r["outcome"] in ("honoured", "rejected", "accepted")
              and (r.get("examples") or 0) < 30]
     starved = [(f"{r['subject']}[{r['cell']}]", r["message"]) for r in rows if r["outcome"] == "skipped"
-               and ("compile budget" in r["message"] or "compiled class" in r["message"])]
+               and any(w in r["message"] for w in ("compile budget", "compiled class", "compiled-class",
+                                                   "over a budget"))]
+    # A passing cell under 30 examples must say why: a budget's discards, or where Hypothesis stopped.
+    unexplained = [name for name, r in ((f"{r['subject']}[{r['cell']}]", r) for r in ran)
+                   if name in under and "discarded" not in r["message"] and "ended the search" not in r["message"]]
     compiles, seconds = defaultdict(int), defaultdict(float)
     for r in rows:
         compiles[r["subject"]] += r.get("compiles") or 0
         seconds[r["subject"]] += r.get("duration_s") or 0
+    past = defaultdict(int)
+    for r in rows:
+        past[r["subject"]] += ((r.get("details") or {}).get("specializations") or {}).get("compiled_past_budget", 0)
     spec = defaultdict(int)
     for r in rows:
         for k, v in ((r.get("details") or {}).get("specializations") or {}).items():
             spec[k] += v
     return {"path": path, "cells": len(rows), "cell_seconds": round(sum(seconds.values()), 1),
             "searched_ran": len(ran), "examples_min": min(examples, default=0),
-            "examples_median": statistics.median(examples) if examples else 0, "under_30": under,
+            "examples_median": statistics.median(examples) if examples else 0, "under_30": under, "unexplained": unexplained,
+            "past_budget": {k: v for k, v in past.items() if v},
             "starved": starved, "compiles": dict(compiles), "subject_seconds": {k: round(v, 1) for k, v in
             sorted(seconds.items(), key=lambda kv: -kv[1])}, "specializations": dict(spec),
             "outcomes": {(r["subject"], r["cell"]): (r["outcome"], r.get("finding"), json.dumps(
@@ -57,11 +65,12 @@ def main(paths: list[str]) -> None:
         s = summary(path)
         print(f"{path}: {s['cells']} cells, summed cell time {s['cell_seconds']} s")
         print(f"  searched cells that ran: {s['searched_ran']}; examples min {s['examples_min']}, median "
-              f"{s['examples_median']}; passing cells under 30 examples: {len(s['under_30'])} {s['under_30'][:8]}")
+              f"{s['examples_median']}; passing cells under 30 examples: {len(s['under_30'])} {s['under_30'][:8]}, "
+              f"of which without a reason: {s['unexplained']}")
         print(f"  starved cells: {len(s['starved'])}")
         for name, message in s["starved"]:
             print(f"    {name}: {message[:300]}")
-        print(f"  compiles per subject: {s['compiles']}")
+        print(f"  compiles per subject: {s['compiles']}; of them past the budget: {s['past_budget']}")
         print(f"  cell seconds per subject: {s['subject_seconds']}")
         print(f"  specializations: {s['specializations']}")
         if first is None:

@@ -308,6 +308,10 @@ def test_the_terminal_summary_lists_compilations_per_subject_only_when_counted()
         "Triton compilations per subject (new specializations, summed over its cells):", "  add      9",
         "  softmax  7"]
     assert compile_lines(counted)[1] in matrix_lines(counted)
+    counted.append(CellResult(subject="add", family="add", cell="grad:dtype:float32", outcome="honoured",
+                              compiles=3, details={"specializations": {"compiled_past_budget": 2}}))
+    assert compile_lines(counted)[2] == ("  add      12  (2 past the budget: first classes of cells that could "
+                                         "run nothing else)")
     interpreted = [CellResult(subject="add", family="add", cell="layout:contiguous", outcome="honoured")]
     assert compile_lines(interpreted) == [] and not any("compilations" in x for x in matrix_lines(interpreted))
 

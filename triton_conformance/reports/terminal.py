@@ -30,15 +30,31 @@ def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:
     return totals
 
 
+def _past_budget(results: Iterable[Any]) -> dict[str, int]:
+    """Compiles past the subject's budget per subject: first classes of cells that could run nothing else."""
+    past: dict[str, int] = {}
+    for r in results:
+        r = r if isinstance(r, dict) else r.to_dict()
+        n = ((r.get("details") or {}).get("specializations") or {}).get("compiled_past_budget") or 0
+        if n:
+            past[r["subject"]] = past.get(r["subject"], 0) + int(n)
+    return past
+
+
 def compile_lines(results: Iterable[Any]) -> list[str]:
-    """Lines for the terminal summary: compilations per subject, or none where nothing was counted (the interpreter)."""
+    """Lines for the terminal summary: compilations per subject (and how many went past its budget, for
+    cells that could run nothing else), or none where nothing was counted (the interpreter)."""
+    results = list(results)
     totals = compiles_by_subject(results)
     if not totals:
         return []
+    past = _past_budget(results)
     width = max(len(s) for s in totals) + 2
     lines = ["", "Triton compilations per subject (new specializations, summed over its cells):"]
     for name, n in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  {name.ljust(width)}{n}")
+        note = f"  ({past[name]} past the budget: first classes of cells that could run nothing else)" \
+            if past.get(name) else ""
+        lines.append(f"  {name.ljust(width)}{n}{note}")
     return lines
 
 

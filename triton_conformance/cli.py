@@ -2,8 +2,8 @@
 
 - ``run``: the battery over the subjects declared in this project (conftest.py,
   the ``conformance_modules`` ini option or entry points), then ``results.html``;
-- ``nightly``: the same on CUDA with the nightly profile, one pytest-xdist
-  worker pinned to each visible GPU;
+- ``nightly``: the same on CUDA with the nightly profile, pytest-xdist
+  workers pinned to the visible GPUs, several sharing each by default;
 - ``show`` / ``report`` / ``diff``: the matrix, the HTML page, what changed;
 - ``replay``: run a failing cell's stored reproducer again;
 - ``merge``: shards of a run into the whole run, runs on several devices into
@@ -34,7 +34,7 @@ examples:
   triton-conformance run -n 2                      the battery on the Triton interpreter (CPU), 2 workers
   triton-conformance run --cell 'add[shape:tiny]'  one cell again; the results merge into results.json
   triton-conformance run --fresh -- -k softmax     start a new results file; pytest arguments after --
-  triton-conformance nightly --gpus 0,1            on CUDA, nightly profile, one worker per GPU
+  triton-conformance nightly --gpus 0,1            on CUDA, nightly profile, workers sharing each GPU
   triton-conformance show conformance-results/results.json
   triton-conformance report conformance-results/results.json --baseline last.json
   triton-conformance diff last.json conformance-results/results.json   exit 1 on a regression
@@ -50,6 +50,8 @@ conformance_NAME and an environment variable CONFORMANCE_NAME.
 # The nightly command's own defaults: shown in its --help, and what it runs with.
 NIGHTLY_DEFAULTS = {"device": "cuda", "profile": "nightly"}
 HELP_BASELINE = "an earlier results JSON: the report also shows what changed since then"
+HELP_PER_GPU = ("xdist workers sharing each GPU, a number >= 1 or auto: a quarter of the cores per GPU, 1 to 4; "
+                "performance cells still take their GPU alone; -n overrides it [default: auto]")
 
 
 def _add_baseline(parser: argparse.ArgumentParser) -> None:
@@ -75,8 +77,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _battery(sub, "run", "run the conformance battery (pytest --conformance-only), then write results.html",
              workers="none: one pytest process ('auto': one per CPU, or per GPU with --device cuda)")
-    _battery(sub, "nightly", "the battery on CUDA with the nightly profile, one xdist worker per GPU",
-             defaults=NIGHTLY_DEFAULTS, workers="one per GPU in --gpus, else per visible GPU")
+    nightly = _battery(sub, "nightly", "the battery on CUDA with the nightly profile, xdist workers sharing "
+                       "each GPU", defaults=NIGHTLY_DEFAULTS,
+                       workers="--workers-per-gpu for each GPU in --gpus, else each visible GPU")
+    nightly.add_argument("--workers-per-gpu", metavar="N", default="auto", help=HELP_PER_GPU)
     show = sub.add_parser("show", help="print the matrix of a results file", description="print the matrix of a "
                           "results file (pipe it into head or less freely)")
     show.add_argument("results", help="a results JSON written by a run")
@@ -199,7 +203,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _nightly(args: argparse.Namespace) -> int:
-    """One xdist worker per GPU, each claiming its own (see triton_conformance.workers.gpus)."""
+    """``--workers-per-gpu`` xdist workers per GPU, each claiming a slot (see triton_conformance.workers.gpus)."""
     from triton_conformance.workers.gpus import visible_gpus
     from triton_conformance.errors import ConformanceUsageError
 
@@ -220,17 +224,35 @@ def _nightly(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     args.conformance_gpus = ",".join(gpus)  # the workers claim from exactly this list
+    per_gpu = nightly_per_gpu(args.workers_per_gpu, os.cpu_count(), len(gpus))
+    if per_gpu is None:
+        print(f"triton-conformance nightly: --workers-per-gpu={args.workers_per_gpu!r}, expected a positive "
+              "number of workers per GPU or 'auto'", file=sys.stderr)
+        return EXIT_USAGE
     if args.workers in (None, "auto"):
-        args.workers = str(len(gpus))
+        args.workers = str(len(gpus) * per_gpu)
     if not args.workers.isdigit() or int(args.workers) < 1:
         print(f"triton-conformance nightly: -n={args.workers!r}, expected a positive number of workers",
               file=sys.stderr)
         return EXIT_USAGE
+    slots = -(-int(args.workers) // len(gpus))  # as claim_gpu counts them
+    shared = f"{slots} per GPU" if int(args.workers) % len(gpus) == 0 else f"up to {slots} per GPU"
     threads = share_cores(int(args.workers))
-    print(f"nightly: {args.workers} worker(s) over GPUs {gpus}, device {args.conformance_device}, "
+    print(f"nightly: {args.workers} worker(s) over GPUs {gpus}, {shared}, device {args.conformance_device}, "
           f"profile {args.conformance_profile}, {threads} CPU threads each", flush=True)
     # --dist loadgroup: a subject's cells run on one worker, so its compile budget holds for the run.
     return _pytest("nightly", _pytest_argv(args, xdist=True) + ["--dist", "loadgroup"], baseline)
+
+
+def nightly_per_gpu(text: str | None, cpus: int | None, gpus: int) -> int | None:
+    """The workers per GPU that ``--workers-per-gpu`` asks for: ``auto`` (or none) by
+    :func:`~triton_conformance.workers.gpus.workers_per_gpu`, else the number; None if it is neither."""
+    from triton_conformance.workers.gpus import workers_per_gpu
+
+    text = "auto" if text is None else str(text).strip()
+    if text == "auto":
+        return workers_per_gpu(cpus, gpus)
+    return int(text) if text.isdigit() and int(text) >= 1 else None
 
 
 def share_cores(workers: int, environ: dict | None = None) -> str:

@@ -80,7 +80,7 @@ print("RESOURCES", json.dumps(r, sort_keys=True))'
         --devices "$devices" --shards "$shards" --resources "$mode" --local-cpus "${FLEET_CPUS:-$shards}" \
         --profile "$profile" --seed "$seed" -o "$dir/matrix.json" --workdir "$dir/shards"
     rm -rf .conformance/examples
-    local serial=(nightly --gpus 1)
+    local serial=(nightly --gpus 1 --workers-per-gpu 1)
     [ "$devices" = interpreter ] && serial=(run --device interpreter)
     run_step fleet_serial "${FLEET_SERIAL_LIMIT:-180}" python3 -m triton_conformance.cli "${serial[@]}" \
         --profile "$profile" --seed "$seed" "${cells[@]}" --fresh --results "$dir/serial.json"
@@ -119,7 +119,7 @@ for step in "$@"; do
     case $step in
         nightly1) rm -rf .conformance/examples
                   CUDA_VISIBLE_DEVICES=0 run_step nightly1 "${N1_LIMIT:-230}" python3 -m triton_conformance.cli \
-                      nightly --gpus 1 --seed 7 --results "$L/nightly1/results.json" ;;
+                      nightly --gpus 1 --workers-per-gpu 1 --seed 7 --results "$L/nightly1/results.json" ;;
         nightlyw) rm -rf .conformance/examples  # the nightly profile's database would replay an earlier run's failures
                   CUDA_VISIBLE_DEVICES=0 run_step "nightlyw${NW:-3}" "${NW_LIMIT:-200}" python3 -m triton_conformance.cli \
                       nightly --gpus 1 -n "${NW:-3}" --seed 7 --results "$L/nightlyw${NW:-3}/results.json" ;;
@@ -130,7 +130,7 @@ for step in "$@"; do
                  python3 -c 'import pstats, sys; s = pstats.Stats(sys.argv[1]); s.sort_stats("cumulative").print_stats(70)
 s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.txt" 2>&1 ;;
         nightly2) run_step nightly2 "${N2_LIMIT:-250}" python3 -m triton_conformance.cli nightly \
-                      --seed 7 --results "$L/nightly2/results.json" ;;
+                      --workers-per-gpu 1 --seed 7 --results "$L/nightly2/results.json" ;;
         side) ( export CUDA_VISIBLE_DEVICES=1
                 run_step large_index 150 python3 bench/gpu/large_index.py --devices cuda --out "$L/large_index"
                 run_step flakiness 240 python3 bench/stochastic.py flakiness --runs 200 --jobs 8 --device cuda

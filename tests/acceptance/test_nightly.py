@@ -86,8 +86,9 @@ def test_nightly_runs_one_worker_per_gpu_each_pinned_to_its_own(pytester: pytest
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     _project(pytester, monkeypatch, {"toy_subjects": SUBJECTS})
     result = pytester.run(sys.executable, "-m", "triton_conformance.cli", "nightly", "--device", "interpreter",
-                          "--profile", "ci", "--gpus", "g0,g1", "--", "-k", "layout or shape", "-p", "no:randomly")
-    result.stdout.fnmatch_lines(["nightly: 2 worker(s) over GPUs ?'g0', 'g1'?*", "*report: *results.html"])
+                          "--profile", "ci", "--gpus", "g0,g1", "--workers-per-gpu", "1", "--", "-k",
+                          "layout or shape", "-p", "no:randomly")
+    result.stdout.fnmatch_lines(["nightly: 2 worker(s) over GPUs ?'g0', 'g1'?, 1 per GPU,*", "*report: *results.html"])
     assert result.ret == 0
     log = _log(pytester)
     started = {worker: gpu for event, worker, gpu, _ in log if event == "start"}
@@ -99,6 +100,20 @@ def test_nightly_runs_one_worker_per_gpu_each_pinned_to_its_own(pytester: pytest
     counts = result.parseoutcomes()
     assert doc["environment"]["profile"] == "ci"
     assert len(doc["results"]) == counts.get("passed", 0) + counts.get("skipped", 0) >= 13
+
+
+def test_nightly_puts_workers_per_gpu_workers_on_each_gpu(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _project(pytester, monkeypatch, {"toy_subjects": SUBJECTS})
+    result = pytester.run(sys.executable, "-m", "triton_conformance.cli", "nightly", "--device", "interpreter",
+                          "--profile", "ci", "--gpus", "g0", "--workers-per-gpu", "2", "--", "-k",
+                          "layout:contiguous or shape", "-p", "no:randomly")
+    result.stdout.fnmatch_lines(["nightly: 2 worker(s) over GPUs ?'g0'?, 2 per GPU,*"])
+    assert result.ret == 0
+    log = _log(pytester)
+    started = {worker: gpu for event, worker, gpu, _ in log if event == "start"}
+    assert sorted(started) == ["gw0", "gw1"] and set(started.values()) == {"g0"}, log
+    assert {gpu for event, _, gpu, _ in log if event == "cell"} == {"g0"}
 
 
 def test_a_replacement_worker_claims_the_gpu_its_predecessor_held(pytester: pytest.Pytester,

@@ -113,11 +113,14 @@ def pytest_configure_node(node) -> None:  # noqa: ANN001
         node.workerinput["conformance_gpus"] = _gpus(node.config)
 
 
-def _pin_worker(config: pytest.Config) -> None:
-    """Worker side, before CUDA initialises: claim a free GPU and make it the only one visible."""
+def _pin_worker(config: pytest.Config):  # noqa: ANN202
+    """Worker side, before CUDA initialises: claim a free GPU and make it the only one visible.
+
+    Returns the workers.gpus.Claim, or None when this is no xdist worker pinned to a GPU.
+    """
     workerinput = getattr(config, "workerinput", None)
     if not workerinput or not workerinput.get("conformance_gpus"):
-        return
+        return None
     from triton_conformance.workers.gpus import claim_gpu
 
     run_key = str(workerinput.get("testrunuid") or os.environ.get("PYTEST_XDIST_TESTRUNUID") or os.getppid())
@@ -126,6 +129,12 @@ def _pin_worker(config: pytest.Config) -> None:
     except ConformanceUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     os.environ["CUDA_VISIBLE_DEVICES"] = claim.gpu  # our cell workers inherit it
+    return claim
+
+
+def _turns(claim, device: str):  # noqa: ANN001, ANN202
+    """The GpuTurns a worker's cells take on its GPU: only on cuda, and only when other workers share the GPU."""
+    return claim.turns() if claim is not None and device == "cuda" else None
 
 
 def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN202
@@ -198,7 +207,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: a triton-conformance contract cell")
     if not _enabled(config):
         return
-    _pin_worker(config)
+    claim = _pin_worker(config)
     from triton_conformance.conformance.backend import select_device
     from triton_conformance.model.config import run_config
     from triton_conformance.plugin.session import ConformanceSession
@@ -233,6 +242,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except (ConformanceUsageError, InvalidContract) as exc:
         raise pytest.UsageError(str(exc)) from None
     session.executor.sanitizer = _sanitizer(config, run.device, run.isolation)
+    session.turns = _turns(claim, run.device)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "triton_conformance_session")
     alluredir = config.getoption("allure_report_dir", None)  # set only when allure-pytest is active

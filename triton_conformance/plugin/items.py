@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import zlib
-from typing import Any
+from typing import Any, ContextManager
 
 import pytest
 
@@ -14,7 +15,7 @@ from triton_conformance.model.performance import junit_properties
 from triton_conformance.model.subject import Subject
 
 __all__ = ["ConformanceItem", "ImportFailureItem", "CellFailure", "PROPERTY", "IMPORT_CELL", "format_result",
-           "item_name", "import_result"]
+           "item_name", "import_result", "gpu_turn"]
 
 PROPERTY = "conformance_result"
 IMPORT_CELL = "import"  # the one cell of a subject module that failed to import
@@ -23,6 +24,17 @@ IMPORT_CELL = "import"  # the one cell of a subject module that failed to import
 def item_name(subject: str, cell: str) -> str:
     """The pytest item name of a cell (its node id is ``::`` and this); --conformance-cell takes it as it is."""
     return f"{subject}[{cell}]"
+
+
+def gpu_turn(turns: Any, cell: str) -> ContextManager[None]:
+    """The turn a cell takes on a GPU other workers share: ``turns.exclusive()`` for a cell of a kind that
+    times the GPU (``CellKind.exclusive_gpu``), ``turns.shared()`` otherwise; nothing when ``turns`` is None
+    (one worker per GPU, no xdist, the interpreter)."""
+    if turns is None:
+        return contextlib.nullcontext()
+    from triton_conformance.conformance.kinds import kind_of
+
+    return turns.exclusive() if kind_of(cell)[0].exclusive_gpu else turns.shared()
 
 
 class CellFailure(Exception):
@@ -55,7 +67,8 @@ class ConformanceItem(pytest.Item):
         seed = None
         if self.owner.run.seed is not None:
             seed = zlib.crc32(f"{self.owner.run.seed}:{self.nodeid}".encode())
-        result = self.owner.executor.run(self.subject, self.cell, seed=seed)
+        with gpu_turn(getattr(self.owner, "turns", None), self.cell):  # released however the cell ends
+            result = self.owner.executor.run(self.subject, self.cell, seed=seed)
         self.user_properties.append((PROPERTY, result.to_dict()))
         # Plain strings for --junitxml, which writes each user property as a <property>.
         self.user_properties += [("conformance_subject", result.subject), ("conformance_cell", result.cell),

@@ -74,6 +74,7 @@ class ConformanceSession:
         self.durations: dict | None = None  # (subject, cell) -> seconds, to balance the shards
         self.balance = "cells"  # what the split is balanced by, for the header
         self.device_label: str | None = None  # --conformance-device-label
+        self.turns = None  # workers.gpus.GpuTurns of this worker's GPU when other workers share it, else None
         self._plan: dict[str, int] | None = None
 
     # -- the cells ------------------------------------------------------

@@ -1,4 +1,4 @@
-"""One pytest-xdist worker per GPU: which GPUs there are, and which one a worker takes.
+"""pytest-xdist workers over the GPUs: which GPUs there are, which one a worker takes, and whose turn it is.
 
 A worker must choose its GPU before CUDA initialises in it, and its cells'
 worker processes must see the same one; setting ``CUDA_VISIBLE_DEVICES`` in
@@ -10,6 +10,13 @@ one GPU and leave another idle.  Instead each worker *claims* a GPU: it takes
 an exclusive ``flock`` on a lock file per GPU slot, in a directory keyed by
 the run, and holds it for its lifetime.  The kernel drops the lock when the
 process dies, however it dies, so a replacement worker finds the slot free.
+A GPU has ``ceil(workers / n_gpus)`` slots (:func:`workers_per_gpu` picks the
+nightly's count: its cost is mostly Python and compiles on the CPU).
+
+Workers sharing a GPU take turns (:class:`GpuTurns`): a timing cell must have
+the GPU alone, or another worker's kernels distort its figures.  Two flocks
+per GPU make a readers-writer lock whose gate gives a waiting exclusive cell
+precedence over new shared ones; the kernel drops both when a holder dies.
 
 Standard library only: the plugin imports this before torch.
 """
@@ -22,19 +29,26 @@ import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
+from typing import Iterator
 
 from triton_conformance.errors import ConformanceUsageError
 
-__all__ = ["visible_gpus", "parse_gpus", "claim_gpu", "lock_dir", "Claim"]
+__all__ = ["visible_gpus", "parse_gpus", "claim_gpu", "lock_dir", "Claim", "GpuTurns", "workers_per_gpu"]
 
 _held: list["Claim"] = []  # claims live as long as the process
 
 
 class Claim:
-    """A GPU slot held by this process: ``gpu`` is the CUDA_VISIBLE_DEVICES entry, ``slot`` its lock index."""
+    """A GPU slot held by this process: ``gpu`` is the CUDA_VISIBLE_DEVICES entry, ``slot`` its lock index,
+    ``slots`` how many slots each GPU of the run has (the most workers that share one)."""
 
-    def __init__(self, gpu: str, slot: int, fd: int, path: str):
-        self.gpu, self.slot, self.fd, self.path = gpu, slot, fd, path
+    def __init__(self, gpu: str, slot: int, fd: int, path: str, slots: int = 1):
+        self.gpu, self.slot, self.fd, self.path, self.slots = gpu, slot, fd, path, slots
+
+    def turns(self) -> "GpuTurns | None":
+        """The turns on this GPU among the workers sharing it; None when it has one slot (nothing to share)."""
+        return GpuTurns(os.path.dirname(self.path), self.gpu) if self.slots > 1 else None
 
     def release(self) -> None:
         os.close(self.fd)  # closing the only descriptor drops the flock
@@ -99,6 +113,73 @@ def _torch_count() -> list[str]:
         return []
 
 
+def workers_per_gpu(cpus: int | None, gpus: int) -> int:
+    """How many xdist workers the nightly starts on each GPU by default: a quarter of the cores per GPU, 1 to 4.
+
+    A nightly worker's cost is mostly on the CPU (Python, Hypothesis, compiles)
+    while its GPU idles: on an H200, three workers on the one GPU took the run
+    from 155 s to 51 s.  So 16 cores and one GPU give 4, 8 cores 2, 2 cores 1;
+    at most 4 (more were not measured).  ``gpus`` is their number.
+    """
+    return max(1, min(4, (cpus or 1) // (4 * max(1, gpus))))
+
+
+class GpuTurns:
+    """Turns on one GPU among the workers of a run that share it: :meth:`shared` for a cell that may run beside
+    others, :meth:`exclusive` for one that must have the GPU alone (it times it).
+
+    Two lock files in the run's lock directory: ``gpu-<id>.use`` is held shared
+    or exclusive while a cell runs; ``gpu-<id>.gate`` is passed through on the
+    way in, shared by shared cells and held exclusive by an exclusive cell from
+    before it waits until it leaves, so a waiting exclusive cell stops new
+    shared cells at the gate instead of waiting behind them forever.
+    """
+
+    def __init__(self, directory: str, gpu: str):
+        safe = re.sub(r"[^\w.-]", "_", gpu)
+        self.gate = os.path.join(directory, f"gpu-{safe}.gate")
+        self.use = os.path.join(directory, f"gpu-{safe}.use")
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with _lock_file(self.gate) as gate, _lock_file(self.use) as use:
+            fcntl.flock(gate, fcntl.LOCK_SH)  # waits while an exclusive cell runs or waits
+            try:
+                fcntl.flock(use, fcntl.LOCK_SH)
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            yield
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with _lock_file(self.gate) as gate, _lock_file(self.use) as use:
+            fcntl.flock(gate, fcntl.LOCK_EX)  # no new shared cell gets past the gate from here on
+            fcntl.flock(use, fcntl.LOCK_EX)  # the shared cells already running finish
+            yield
+
+    def __repr__(self) -> str:
+        return f"GpuTurns(gate={self.gate!r}, use={self.use!r})"
+
+
+@contextmanager
+def _lock_file(path: str) -> Iterator[int]:
+    """A descriptor of its own on ``path`` (flock locks belong to the open file), unlocked and closed after.
+
+    O_CLOEXEC: the cell worker processes started meanwhile do not inherit it.
+    The explicit unlock releases the lock even if a forked child still holds
+    the descriptor; a holder that dies loses it with its descriptors.
+    """
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        yield fd
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
 def lock_dir(run_key: str) -> str:
     """The directory of a run's GPU lock files (shared by every worker of the run, and only by them)."""
     safe = re.sub(r"[^\w.-]", "_", run_key)
@@ -129,7 +210,7 @@ def claim_gpu(gpus: list[str], run_key: str, *, workers: int | None = None) -> C
                 continue
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()} {gpu}\n".encode())
-            claim = Claim(gpu, slot, fd, path)
+            claim = Claim(gpu, slot, fd, path, slots=per_gpu)
             _held.append(claim)
             return claim
     raise ConformanceUsageError(

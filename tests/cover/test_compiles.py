@@ -438,7 +438,8 @@ def test_a_cell_with_one_class_of_its_own_runs_every_example_in_it():
     r = run_cell(subject, "layout:sliced", backend=cuda_on_cpu, config=run_config(profile="ci", compile_budget=1,
                                                                                    max_examples=30))
     assert (r.outcome, r.examples, r.compiles) == ("honoured", 30, 1), r.message
-    assert r.details.get("no-compiled-class_discarded", 0) <= 3 and r.details["specializations"]["examples_steered"] > 0
+    # at most the few small draws before the first class (it waits for a real size)
+    assert r.details.get("no-compiled-class_discarded", 0) <= 5 and r.details["specializations"]["examples_steered"] > 0
 
 
 def test_a_fixed_size_cell_later_in_the_order_keeps_a_compile_of_its_own():

@@ -215,3 +215,15 @@ def test_a_module_subject_gets_its_parameters_gradient():
                     oracle=oracle, parameters={"weight": "weight"}, backward=True)
     assert cell(s, "grad:layout:sliced").outcome == "honoured"
     assert cell(s, "layout:contiguous").outcome == "honoured"  # the forward cells are unchanged
+
+
+def test_a_grad_cell_says_which_draws_it_did_not_run():
+    # A memory cap of 12 kB per example: the larger draws of M x N up to 16 x 16 (with their guards,
+    # grad_output and float64 copies) are over it.  They are counted, not run, and the cell passes.
+    from dataclasses import replace
+
+    config = replace(run_config(profile="ci", max_examples=30), memory_cap=12_000)
+    result = run_cell(declare(), "grad:layout:contiguous", backend=Backend(), config=config)
+    assert result.outcome == "honoured", result.message
+    assert result.details["not_run"]["over the memory cap"] > 0
+    assert result.examples == 30 or "ended the search" in result.message, result.message

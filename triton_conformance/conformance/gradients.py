@@ -23,46 +23,59 @@ allocations of :mod:`.memory`.  From that come the checks:
   inputs (or of grad_output), unless the repeat shows it is nondeterministic;
 - with ``determinism=True``, a repeat compared bit for bit.
 
-:func:`search_gradients` searches a cell's specs with Hypothesis (its own
-shrinking; no per-dim pass), :func:`replay_gradients` is what a reproducer calls.
+:func:`.gradient_search.search_gradients` searches a cell's specs with
+Hypothesis (its own shrinking; no per-dim pass); :func:`replay_gradients` is
+what a reproducer calls.
 """
 
 from __future__ import annotations
 
 import importlib
-import time
-import zlib
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from hypothesis import given, reject
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import BudgetExhausted
-from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.judge import Judge, OracleError, as_tuple, exception_text
+from triton_conformance.conformance.judge import (
+    Judge,
+    OracleError,
+    as_tuple,
+    exception_text,
+)
 from triton_conformance.conformance.launching import launch, outputs_of
-from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
-from triton_conformance.conformance.results import cell_result, failed, reproducer_script
-from triton_conformance.conformance.safety import example_bytes, memory_cap
-from triton_conformance.conformance.search import MAX_DISCARDS, counterexample, profile_settings, specializations
-from triton_conformance.conformance.specializations import counted, in_compiled_class
-from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView, worst
+from triton_conformance.conformance.memory import (
+    flat_bytes,
+    guarded_allocations,
+    unwritten_elements,
+)
+from triton_conformance.model.outcomes import (
+    Finding,
+    worst,
+)
 from triton_conformance.model.spec import GUARD_ELEMENTS, Layout, Spec, strides_for
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles.comparison import compare
 from triton_conformance.oracles.tolerance import default_bound
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.specs import specs
-from triton_conformance.strategies._internal.tensors import _sentinel_value, build_inputs
+from triton_conformance.strategies._internal.tensors import (
+    _sentinel_value,
+    build_inputs,
+)
 from triton_conformance.strategies._internal.values import fill_values
 
-__all__ = ["GRAD_OUTPUT", "GRAD_LAYOUTS", "run_gradient_example", "gradient_specs", "search_gradients",
-           "replay_gradients"]
+__all__ = [
+    "GRAD_LAYOUTS",
+    "GRAD_OUTPUT",
+    "cell_options",
+    "gradient_specs",
+    "output_shape",
+    "replay_gradients",
+    "run_gradient_example",
+]
 
 # The spec's layouts key for grad_output (not an input of the contract: the suite draws it).
 GRAD_OUTPUT = "grad_output"
@@ -304,146 +317,13 @@ def run_gradient_example(subject: Subject, spec: Spec, backend: Backend, judge: 
     return "honoured" if found is None else found
 
 
-# -- searching a cell ---------------------------------------------------------
-class _Stop(BaseException):
-    """The shrink budget is spent: the latest failure is the smallest so far (past Hypothesis)."""
-
-
-class _Failed(Exception):
-    def __init__(self, finding: Finding, spec: Spec):
-        super().__init__(finding.message)
-        self.finding, self.spec = finding, spec
-
-
-def _cell_options(cell: str) -> dict[str, Any]:
+def cell_options(cell: str) -> dict[str, Any]:
     """What a ``grad:...`` cell pins: the grad_output layout, the dtype, memory layouts, repeats."""
     value = cell.split(":", 1)[1] if ":" in cell else ""
     kind, _, arg = value.partition(":")
     return {"grad_layout": arg if kind == "layout" else None if kind in ("memory", "dtype") else "contiguous",
             "dtype": arg if kind == "dtype" else None, "memory": kind == "memory",
             "second": kind == "memory", "determinism": kind == "determinism"}
-
-
-def _counterexample(subject: Subject, spec: Spec) -> Counterexample:
-    found = counterexample(subject, spec)
-    shape = output_shape(subject, spec)
-    strides, offset, _ = strides_for(shape, spec.layout(GRAD_OUTPUT))
-    dtype = spec.dtypes[subject.contract.backward.grads[0]]
-    return Counterexample(found.spec, {**found.tensors, GRAD_OUTPUT: TensorView(
-        shape=shape, strides=strides, storage_offset=offset, dtype=dtype)})
-
-
-_REPLAY = '''\
-from triton_conformance.conformance.gradients import replay_gradients
-from triton_conformance.strategies import Layout, Spec
-
-spec = {spec!r}
-verdict = replay_gradients({module!r}, {subject!r}, {cell!r}, spec, device={device!r})
-'''
-
-
-def search_gradients(context: Any, *, dtypes: tuple[str, ...]) -> CellResult:
-    """Search the ``grad`` cell ``context.cell`` of ``context.subject``; the cell's result."""
-    subject, cell, observer = context.subject, context.cell, context.observer
-    options = _cell_options(cell)
-    profile = context.config.profile
-    strategy = gradient_specs(subject, grad_layout=options["grad_layout"], dtype=options["dtype"],
-                              memory=options["memory"], dtypes=dtypes, max_elements=profile.max_elements,
-                              max_outer=profile.max_outer)
-    counts: Counter = Counter()
-    cap = memory_cap(context.config)
-    failures: list[_Failed] = []
-    examples = lambda: sum(n for k, n in counts.items() if k not in ("discarded", "after-failure"))  # noqa: E731
-    budgets: Counter = Counter()  # discards by the budget that refused them (BudgetExhausted.discard)
-    classes: Counter = Counter()  # on CUDA: examples steered into a compiled class, and that compiled nothing
-    unrun: Counter = Counter()  # draws not run, by why
-
-    def unrun() -> CellResult:
-        return cell_result(subject, cell, "skipped", "every draw was over a budget before this cell ran an example ("
-                           + ", ".join(f"{n} {k}" for k, n in budgets.items()) + ")")
-
-    share = context.compiles if context.compiles is not None and context.compiles.budget is not None else None
-
-    def probe(spec: Spec) -> None:
-        if expectation(subject.contract, spec).kind != "honour":
-            unrun["outside the contract"] += 1
-            reject()  # the backward is judged inside the contract only
-        if example_bytes(subject.contract, spec) > cap:
-            unrun["over the memory cap"] += 1
-            reject()
-        if failures and len(failures) + counts["after-failure"] > profile.shrink_calls:
-            raise _Stop
-        if counts["discarded"] >= MAX_DISCARDS + 3 * examples():
-            raise _Stop  # the compile budget is spent on kernels this cell keeps asking for
-        if share is not None:  # on CUDA: inside a compiled class once the cell may start no new one
-            drawn, spec = spec, in_compiled_class(context, spec, None, None, cap)
-            if spec is None:
-                counts["discarded"] += 1
-                budgets["no-compiled-class"] += 1
-                reject()
-            classes["steered"] += spec is not drawn
-        if failures:
-            counts["after-failure"] += 1
-        observer.example_started(subject, cell, spec)
-        started = time.perf_counter()
-        classes_before = share.classes if share is not None else 0
-        try:
-            verdict = counted(context, spec, lambda s: run_gradient_example(
-                subject, s, context.backend, context.judge, second=options["second"],
-                determinism=options["determinism"]))
-            if share is not None and share.classes == classes_before:
-                classes["reused"] += 1
-        except BudgetExhausted as exc:
-            counts["discarded"] += 1
-            budgets[exc.discard] += 1
-            observer.example_finished(subject, cell, spec, exc.discard, time.perf_counter() - started)
-            reject()
-        observer.example_finished(subject, cell, spec, verdict, time.perf_counter() - started)
-        if isinstance(verdict, Finding):
-            counts["failed"] += 1
-            failures.append(_Failed(verdict, spec))
-            raise failures[-1]
-        counts[verdict] += 1
-
-    probe._hypothesis_internal_add_digest = f"{subject.name}::{cell}".encode()  # type: ignore[attr-defined]
-    test = profile_settings(context.config)(given(strategy)(probe))
-    if profile.derandomize:
-        test = hypothesis_seed(zlib.crc32(f"{subject.name}::{cell}".encode()))(test)
-    elif context.seed is not None:
-        test = hypothesis_seed(context.seed)(test)
-    try:
-        test()
-        error = None
-    except _Failed as exc:
-        error = exc
-    except _Stop:
-        error = failures[-1] if failures else None  # or the compile budget: what ran, ran
-    except Exception as exc:  # noqa: BLE001 - Hypothesis could not search (every draw rejected, a flaky replay)
-        # A failure Hypothesis could not replay (a nondeterministic one) is still the failure it was.
-        error = failures[-1] if failures else exc
-    if not isinstance(error, _Failed) and examples() == 0 and counts["discarded"]:
-        return unrun()
-    if isinstance(error, _Failed):
-        spec, finding = error.spec, error.finding
-        body = _REPLAY.format(spec=spec, module=subject.module, subject=subject.name, cell=cell,
-                              device=context.backend.device)
-        return failed(subject, cell, finding, counterexample=_counterexample(subject, spec),
-                      reproducer=reproducer_script(subject, cell, finding, context.backend, body),
-                      examples=examples())
-    if error is not None:
-        return cell_result(subject, cell, "crash", f"hypothesis could not search this cell: {error}",
-                           finding="search-error")
-    n = examples()
-    # Fewer examples than asked for: say which budget stopped the search (or that Hypothesis ran out).
-    parts = [f"{n} examples, all gradients honoured"] + [f"{k} discarded ({b})" for b, k in budgets.items()]
-    if n < context.config.examples and not budgets:
-        why = ", ".join(f"{k} draws {reason}" for reason, k in unrun.items()) or "no draw left unrun"
-        parts.append(f"Hypothesis ended the search after {n} of {context.config.examples} examples ({why})")
-    details = {f"{b}_discarded": k for b, k in budgets.items()}
-    if share is not None:
-        details["specializations"] = specializations(share, examples=n, reused=classes["reused"],
-                                                     steered=classes["steered"])
-    return cell_result(subject, cell, "honoured", ", ".join(parts), examples=n, details=details)
 
 
 def replay_gradients(module: str, name: str, cell: str, spec: Spec | dict, *, device: str = "cpu",
@@ -456,7 +336,7 @@ def replay_gradients(module: str, name: str, cell: str, spec: Spec | dict, *, de
     subject = get_subject(name)
     backend = current_backend("cuda" if device.startswith("cuda") else "interpreter")
     spec = spec if isinstance(spec, Spec) else Spec.from_dict(spec)
-    options = _cell_options(cell)
+    options = cell_options(cell)
     verdict = run_gradient_example(subject, spec, backend, Judge(subject, on_cuda=backend.compiles),
                                    second=options["second"], determinism=options["determinism"])
     print(f"verdict: {verdict if isinstance(verdict, str) else verdict.outcome + ' / ' + verdict.kind}: "

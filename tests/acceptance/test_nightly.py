@@ -42,9 +42,9 @@ from toy_subjects import log
 @subject(inputs={"x": Tensor(("N",), dtypes=("float32",), layouts="contiguous")},
          dims={"N": Dim(1, 16)}, oracle=lambda x: x * 2, family="bad")
 def a_kills_its_worker(x):
-    """Without isolation this takes the pytest-xdist worker down with it (once)."""
+    """Without isolation this takes the pytest-xdist worker down with it (once, or every time)."""
     marker = os.environ["PIN_LOG"] + ".killed"
-    if not os.path.exists(marker):
+    if os.environ.get("KILL_EVERY_TIME") or not os.path.exists(marker):
         open(marker, "w").close()
         log("kill")
         os._exit(1)
@@ -116,13 +116,18 @@ def test_nightly_puts_workers_per_gpu_workers_on_each_gpu(pytester: pytest.Pytes
     assert {gpu for event, _, gpu, _ in log if event == "cell"} == {"g0"}
 
 
+# toy_double's cells, and one cell of the subject that kills its worker.
+ONE_KILLER_CELL = "(toy_double and (layout:contiguous or shape)) or (a_kills_its_worker and layout:contiguous)"
+
+
+@pytest.mark.parametrize("dist", ["load", "loadgroup"])
 def test_a_replacement_worker_claims_the_gpu_its_predecessor_held(pytester: pytest.Pytester,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  monkeypatch: pytest.MonkeyPatch, dist) -> None:
     # xdist names the replacement gw2: a gw-index % n_gpus rule would put it on gw0's GPU.
     _project(pytester, monkeypatch, {"toy_subjects": SUBJECTS, "killer_subjects": KILLER})
     result = pytester.runpytest_subprocess(
         "--conformance-only", "--conformance-isolation=none", "--conformance-gpus=g0,g1", "-n", "2",
-        "-p", "no:randomly", "-k", "layout:contiguous or shape")
+        "--dist", dist, "-p", "no:randomly", "-k", ONE_KILLER_CELL)
     log = _log(pytester)
     killed = [(worker, gpu) for event, worker, gpu, _ in log if event == "kill"]
     assert len(killed) == 1, log
@@ -135,9 +140,30 @@ def test_a_replacement_worker_claims_the_gpu_its_predecessor_held(pytester: pyte
     assert replacement_gpu == dead_gpu != survivor, log
     doc = json.loads((pytester.path / "conformance-results" / "results.json").read_text())
     by_cell = {(r["subject"], r["cell"]): r for r in doc["results"]}
+    # A worker's death is not a verdict: the cell ran again, to the end, and its result says what happened.
+    again = by_cell[("a_kills_its_worker", "layout:contiguous")]
+    assert again["outcome"] == "honoured" and again["details"]["worker_died"]["deaths"] == 1, again
+    assert "crashed while running" in again["details"]["worker_died"]["message"]
+    assert not [r for r in doc["results"] if r["finding"] == "worker-died"]
+    assert by_cell[("toy_double", "layout:contiguous")]["outcome"] == "honoured"
+    assert result.parseoutcomes().get("rerun") == 1 and "failed" not in result.parseoutcomes()
+    assert result.ret == 0
+
+
+@pytest.mark.parametrize("dist", ["load", "loadgroup"])
+def test_a_cell_whose_worker_dies_twice_is_a_crash_cell(pytester: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch, dist) -> None:
+    _project(pytester, monkeypatch, {"toy_subjects": SUBJECTS, "killer_subjects": KILLER})
+    monkeypatch.setenv("KILL_EVERY_TIME", "1")
+    result = pytester.runpytest_subprocess(
+        "--conformance-only", "--conformance-isolation=none", "--conformance-gpus=g0,g1", "-n", "2",
+        "--dist", dist, "-p", "no:randomly", "-k", ONE_KILLER_CELL)
+    kills = [line for line in _log(pytester) if line[0] == "kill"]
+    assert len(kills) == 2, kills  # it ran once more, not a third time
+    doc = json.loads((pytester.path / "conformance-results" / "results.json").read_text())
     died = [r for r in doc["results"] if r["finding"] == "worker-died"]
     assert len(died) == 1 and died[0]["subject"] == "a_kills_its_worker" and died[0]["outcome"] == "crash"
-    assert by_cell[("toy_double", "layout:contiguous")]["outcome"] == "honoured"
+    assert {r["subject"] for r in doc["results"]} >= {"toy_double", "a_kills_its_worker"}
     assert result.ret == 1
 
 

@@ -19,6 +19,7 @@ from triton_conformance.plugin.items import (
     import_result,
     item_name,
 )
+from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.model.config import RunConfig
@@ -76,6 +77,7 @@ class ConformanceSession:
         self.device_label: str | None = None  # --conformance-device-label
         self.turns = None  # workers.gpus.GpuTurns of this worker's GPU when other workers share it, else None
         self._plan: dict[str, int] | None = None
+        self.worker_deaths = WorkerDeaths()  # controller: pytest workers that died mid-cell, per cell
 
     # -- the cells ------------------------------------------------------
     def cells(self) -> dict[str, tuple[str, str]]:
@@ -187,10 +189,28 @@ class ConformanceSession:
         items.extend(kept)
 
     # -- results --------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A pytest-xdist worker died running ``crashitem``: a conformance cell runs once more (see
+        plugin/worker_deaths.py); the second death is its crash cell."""
+        if self._cell_of(crashitem) is not None and self.worker_deaths.handle(crashitem, report, sched):
+            self.config.get_terminal_writer().line(
+                f"\n{report.longrepr}: it runs again on another worker", yellow=True)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple | None:
+        if report.outcome == RERUN:
+            return RERUN, "R", ("RERUN", {"yellow": True})
+        return None
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == RERUN:
+            return  # its worker died: the cell runs again, and that run is its result
         props = dict(getattr(report, "user_properties", ()) or ())
         if PROPERTY in props:
             result = CellResult.from_dict(props[PROPERTY])
+            died = self.worker_deaths.note(report.nodeid)
+            if died is not None:  # it ran to the end after its worker died: say so, the verdict stands
+                result = replace(result, details={**result.details, "worker_died": died})
             self.results[report.nodeid] = result
             self.config.hook.pytest_conformance_result(config=self.config, result=result)
             return

@@ -104,3 +104,61 @@ def test_the_class_of_a_finding():
     empty = Spec(dims={"M": 0, "N": 5}, dtypes={}, layouts={})
     assert finding_class(f, empty) == ("crash", "exception", "empty")
     assert finding_class(f, replace(empty, dims={"M": 1, "N": 5}))[2] == "sized"
+
+
+# -- running out of memory ------------------------------------------------------------
+
+def _oom():
+    return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+
+
+def test_an_example_that_runs_the_device_out_of_memory_is_discarded_not_blamed_on_the_kernel():
+    # Several workers share a GPU, or the cap follows a host larger than the GPU: a draw can fit the cap and
+    # still not fit the device.  The launcher's (or the inputs') allocation failing is the machine's limit.
+    def double_until_the_device_is_full(x):
+        if x.shape[0] > 48:
+            raise _oom()
+        return x * 2
+
+    subject = register(double_until_the_device_is_full, {"N": Dim(1, 256)})
+    r = run_cell(subject, "layout:contiguous", backend=Backend(), config=RunConfig(max_examples=30))
+    assert r.outcome == "honoured", r.message
+    assert r.details["device-memory_discarded"] > 0 and "discarded (device-memory)" in r.message
+    # The same exception for any other reason than memory is still the kernel's crash.
+    def raises_a_runtime_error(x):
+        if x.shape[0] > 48:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return x * 2
+
+    crash = run_cell(register(raises_a_runtime_error, {"N": Dim(1, 256)}), "layout:contiguous", backend=Backend(),
+                     config=RunConfig(max_examples=30))
+    assert (crash.outcome, crash.finding) == ("crash", "exception")
+
+
+def test_an_oracle_out_of_memory_is_a_discard_not_an_oracle_error():
+    def oracle(x):
+        if x.shape[0] > 48:
+            raise _oom()
+        return x * 2
+
+    subject = register(lambda x: x * 2, {"N": Dim(1, 256)}, oracle=oracle)
+    r = run_cell(subject, "layout:contiguous", backend=Backend(), config=RunConfig(max_examples=30))
+    assert r.outcome == "honoured" and r.details["device-memory_discarded"] > 0, r.message
+
+
+def test_a_gradient_example_out_of_memory_is_a_discard():
+    class DoubleOutOfMemoryInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            if g.shape[0] > 48:
+                raise _oom()
+            return g * 2
+
+    subject = register(DoubleOutOfMemoryInBackward, {"N": Dim(1, 256)}, backward=True)
+    r = run_cell(subject, "grad:layout:contiguous", backend=Backend(), config=RunConfig(max_examples=30))
+    assert r.outcome == "honoured", r.message
+    assert "discarded (device-memory)" in r.message and r.details["device-memory_discarded"] > 0

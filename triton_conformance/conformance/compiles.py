@@ -42,6 +42,7 @@ class BudgetExhausted(BaseException):
     """
 
     discard = "discarded"  # the search's count of examples discarded for this budget
+    spent = "the compile budget was used before this cell"  # why an unsearched cell that raises it is skipped
 
     def __init__(self, subject: str, budget: int, kernel: str):
         super().__init__(f"{subject}: compile budget of {budget} specializations used; {kernel} needs another")

@@ -51,6 +51,7 @@ from triton_conformance.conformance.memory import (
     guarded_allocations,
     unwritten_elements,
 )
+from triton_conformance.conformance.safety import raise_if_out_of_memory
 from triton_conformance.model.outcomes import (
     Finding,
     worst,
@@ -141,6 +142,7 @@ class _Backprop:
 
 
 def _crash(what: str, exc: BaseException) -> Finding:
+    raise_if_out_of_memory(exc, f"in the {what}")  # the machine's limit: the example is discarded
     return Finding("crash", "exception", f"{type(exc).__name__} in the {what} on an input inside the contract: "
                    f"{exc}", {"traceback": exception_text(exc)})
 
@@ -150,7 +152,11 @@ def _backprop(subject: Subject, spec: Spec, backend: Backend, sentinel: str, var
     """Forward and backward once; the built inputs, grad_output and what the backward gave."""
     contract = subject.contract
     names = contract.backward.grads
-    built = build_inputs(contract, spec, sentinel=sentinel, device=backend.device)
+    try:
+        built = build_inputs(contract, spec, sentinel=sentinel, device=backend.device)
+    except Exception as exc:  # only running out of memory is let through, as a discard
+        raise_if_out_of_memory(exc, "building the inputs")
+        raise
     before = {n: v.detach().clone() for n, v in built.views.items()}
     for n in names:
         built.views[n].requires_grad_(True)
@@ -235,6 +241,7 @@ def _oracle_grads(subject: Subject, before: dict, go: _GradOutput, spec: Spec) -
             grads = torch.autograd.grad(ref, [copies[n] for n in names],
                                         grad_outputs=go.values, allow_unused=True)
     except Exception as exc:  # noqa: BLE001 - an error in the user's own reference is theirs
+        raise_if_out_of_memory(exc, "in the oracle's float64 autograd")
         raise OracleError("oracle's float64 autograd", exc) from None
     return tuple(torch.zeros_like(copies[n]) if g is None else g for n, g in zip(names, grads))
 

@@ -72,6 +72,7 @@ class OverCost(BudgetExhausted):
     """An example would pass its allowance of interpreted work: discarded, not failed."""
 
     discard = "over-cost"
+    spent = "the interpreter's cost allowance was used before this cell"
 
     def __init__(self, subject: str, estimate: int, allowance: int, where: str):
         BaseException.__init__(self, f"{subject}: this example's interpreted work would be about {estimate:,} units, "

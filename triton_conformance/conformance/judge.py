@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import torch
 
+from triton_conformance.conformance.safety import raise_if_out_of_memory
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles.comparison import compare
@@ -115,6 +116,7 @@ class Judge:
         try:
             return as_tuple(fn(**inputs, **scalars))
         except Exception as exc:  # noqa: BLE001 - any error in the user's own reference is theirs
+            raise_if_out_of_memory(exc, f"in the {what}")  # the machine's limit, not a mistake of theirs
             raise OracleError(what, exc) from None
 
     @staticmethod

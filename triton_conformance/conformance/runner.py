@@ -16,7 +16,7 @@ from dataclasses import replace
 from triton_conformance.conformance.autotune import quick_benchmarks, tuners_for
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import BudgetExhausted, CellCompiles, counting_compiles
-from triton_conformance.conformance.interpreter_cost import OverCost, cost_details, metering_cell
+from triton_conformance.conformance.interpreter_cost import cost_details, metering_cell
 from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.kinds import CellContext, cells_for, judge_for, kind_of
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
@@ -96,9 +96,8 @@ def run_cell(
             try:
                 with _tuning_quickly(subject, backend):
                     result = kind.run(context, value)
-            except BudgetExhausted as exc:  # an unsearched cell whose one kernel the budget could not pay for
-                spent = "the interpreter's cost allowance" if isinstance(exc, OverCost) else "the compile budget"
-                result = skipped(subject, cell, f"{spent} was used before this cell: {exc}")
+            except BudgetExhausted as exc:  # an unsearched cell whose one example a budget could not pay for
+                result = skipped(subject, cell, f"{exc.spent}: {exc}")
             except OracleError as exc:
                 result = cell_result(subject, cell, "oracle-error", str(exc), finding="oracle-raised",
                                      details={"traceback": exc.traceback})

@@ -11,10 +11,47 @@ import math
 import os
 from typing import Any
 
+from triton_conformance.conformance.compiles import BudgetExhausted
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 
-__all__ = ["MEMORY_FRACTION", "example_bytes", "memory_cap", "finding_class", "gib"]
+__all__ = ["MEMORY_FRACTION", "example_bytes", "memory_cap", "finding_class", "gib", "OutOfMemory",
+           "out_of_memory", "raise_if_out_of_memory"]
+
+
+class OutOfMemory(BudgetExhausted):
+    """An example ran the device (or the host) out of memory: the machine's limit, not the kernel's fault.
+
+    Raised in place of ``torch.OutOfMemoryError`` / ``MemoryError`` from building the inputs, the
+    launcher or the oracle, so the search discards the example (``device-memory``) instead of judging
+    it: with several workers sharing a GPU, or a cap sized by the host's memory on a smaller GPU, a
+    draw can fit the cap and still not fit the device.
+    """
+
+    discard = "device-memory"
+    spent = "this cell's example does not fit the machine's memory"
+
+    def __init__(self, where: str, exc: BaseException):
+        BaseException.__init__(self, f"out of memory {where}: {type(exc).__name__}: {str(exc)[:300]}")
+        self.subject, self.budget, self.kernel = "", 0, where
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the device or the host ran out of memory (not Triton's out-of-resources)."""
+    import torch
+
+    return isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError)))
+
+
+def raise_if_out_of_memory(exc: BaseException | None, where: str) -> None:
+    """Raise :class:`OutOfMemory` for ``exc`` if it is one, after giving the cached blocks back."""
+    if exc is None or not out_of_memory(exc):
+        return
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    raise OutOfMemory(where, exc) from exc
 
 # The default cap: this fraction of the machine's physical memory, per example.
 MEMORY_FRACTION = 0.25

@@ -204,7 +204,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _nightly(args: argparse.Namespace) -> int:
     """``--workers-per-gpu`` xdist workers per GPU, each claiming a slot (see triton_conformance.workers.gpus)."""
-    from triton_conformance.workers.gpus import visible_gpus
+    from triton_conformance.workers.gpus import slots_per_gpu, visible_gpus
     from triton_conformance.errors import ConformanceUsageError
 
     _check_shard("nightly", args)
@@ -235,7 +235,7 @@ def _nightly(args: argparse.Namespace) -> int:
         print(f"triton-conformance nightly: -n={args.workers!r}, expected a positive number of workers",
               file=sys.stderr)
         return EXIT_USAGE
-    slots = -(-int(args.workers) // len(gpus))  # as claim_gpu counts them
+    slots = slots_per_gpu(int(args.workers), len(gpus))  # as claim_gpu counts them
     shared = f"{slots} per GPU" if int(args.workers) % len(gpus) == 0 else f"up to {slots} per GPU"
     threads = share_cores(int(args.workers))
     print(f"nightly: {args.workers} worker(s) over GPUs {gpus}, {shared}, device {args.conformance_device}, "

@@ -162,3 +162,19 @@ def test_a_gradient_example_out_of_memory_is_a_discard():
     r = run_cell(subject, "grad:layout:contiguous", backend=Backend(), config=RunConfig(max_examples=30))
     assert r.outcome == "honoured", r.message
     assert "discarded (device-memory)" in r.message and r.details["device-memory_discarded"] > 0
+
+
+def test_inputs_that_do_not_fit_the_device_are_a_discard(monkeypatch):
+    from triton_conformance.conformance import checks
+
+    build = checks.build_inputs
+
+    def build_until_the_device_is_full(contract, spec, **kw):
+        if spec.dims["N"] > 48:
+            raise _oom()
+        return build(contract, spec, **kw)
+
+    monkeypatch.setattr(checks, "build_inputs", build_until_the_device_is_full)
+    r = run_cell(register(lambda x: x * 2, {"N": Dim(1, 256)}), "layout:contiguous", backend=Backend(),
+                 config=RunConfig(max_examples=30))
+    assert r.outcome == "honoured" and r.details["device-memory_discarded"] > 0, r.message

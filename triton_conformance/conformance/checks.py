@@ -21,7 +21,7 @@ from triton_conformance.conformance.interpreter_cost import call_started, exampl
 from triton_conformance.conformance.judge import Judge, OracleError, exception_text, rejection
 from triton_conformance.conformance.launching import launch, outputs_of
 from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
-from triton_conformance.conformance.safety import raise_if_out_of_memory
+from triton_conformance.conformance.safety import discarding_out_of_memory, raise_if_out_of_memory
 from triton_conformance.model.outcomes import Finding, worst
 from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import Subject
@@ -149,11 +149,8 @@ def run_example(subject: Subject, spec: Spec, backend: Backend, judge: Judge | N
     expect = expectation(contract, spec)
 
     def run(sentinel: str, variant: int) -> tuple[BuiltInputs, _Call]:
-        try:
+        with discarding_out_of_memory("building the inputs"):
             inputs = build_inputs(contract, spec, sentinel=sentinel, device=backend.device)
-        except Exception as exc:  # only running out of memory is let through, as a discard
-            raise_if_out_of_memory(exc, "building the inputs")
-            raise
         call = _call(subject, inputs, spec, backend, variant=variant)
         raise_if_out_of_memory(call.error, "in the launcher")
         return inputs, call

@@ -121,7 +121,6 @@ class CellCompiles:
         self.subject, self.budget, self.later, self.kernels, self.steers = subject, budget, later, kernels, steers
         self.ledger = ledger or LEDGER
         self.count = 0  # new specializations this cell compiled
-        self.discarded = 0
         self.classes = 0  # examples of this cell that started a new class
         self.example_paid = False  # the current example has started its class: its other kernels are paid
         self.paying_first = False  # the current example is the cell's first class: paid past the budget

@@ -51,7 +51,7 @@ from triton_conformance.conformance.memory import (
     guarded_allocations,
     unwritten_elements,
 )
-from triton_conformance.conformance.safety import raise_if_out_of_memory
+from triton_conformance.conformance.safety import discarding_out_of_memory, raise_if_out_of_memory
 from triton_conformance.model.outcomes import (
     Finding,
     worst,
@@ -152,11 +152,8 @@ def _backprop(subject: Subject, spec: Spec, backend: Backend, sentinel: str, var
     """Forward and backward once; the built inputs, grad_output and what the backward gave."""
     contract = subject.contract
     names = contract.backward.grads
-    try:
+    with discarding_out_of_memory("building the inputs"):
         built = build_inputs(contract, spec, sentinel=sentinel, device=backend.device)
-    except Exception as exc:  # only running out of memory is let through, as a discard
-        raise_if_out_of_memory(exc, "building the inputs")
-        raise
     before = {n: v.detach().clone() for n, v in built.views.items()}
     for n in names:
         built.views[n].requires_grad_(True)

@@ -7,8 +7,10 @@ first finding's class.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from triton_conformance.conformance.compiles import BudgetExhausted
@@ -16,7 +18,7 @@ from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 
 __all__ = ["MEMORY_FRACTION", "example_bytes", "memory_cap", "finding_class", "gib", "OutOfMemory",
-           "out_of_memory", "raise_if_out_of_memory"]
+           "out_of_memory", "raise_if_out_of_memory", "discarding_out_of_memory"]
 
 
 class OutOfMemory(BudgetExhausted):
@@ -41,6 +43,16 @@ def out_of_memory(exc: BaseException) -> bool:
     import torch
 
     return isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError)))
+
+
+@contextlib.contextmanager
+def discarding_out_of_memory(where: str) -> Iterator[None]:
+    """Run the block; if it runs out of memory, raise :class:`OutOfMemory` instead (any other error as is)."""
+    try:
+        yield
+    except Exception as exc:
+        raise_if_out_of_memory(exc, where)
+        raise
 
 
 def raise_if_out_of_memory(exc: BaseException | None, where: str) -> None:

@@ -34,7 +34,7 @@ from typing import Iterator
 
 from triton_conformance.errors import ConformanceUsageError
 
-__all__ = ["visible_gpus", "parse_gpus", "claim_gpu", "lock_dir", "Claim", "GpuTurns", "workers_per_gpu"]
+__all__ = ["visible_gpus", "parse_gpus", "claim_gpu", "lock_dir", "Claim", "GpuTurns", "slots_per_gpu", "workers_per_gpu"]
 
 _held: list["Claim"] = []  # claims live as long as the process
 
@@ -113,12 +113,17 @@ def _torch_count() -> list[str]:
         return []
 
 
+def slots_per_gpu(workers: int | None, gpus: int) -> int:
+    """The slots each of ``gpus`` GPUs has for ``workers`` workers (default one each): the most that share one."""
+    return max(1, -(-(workers or gpus) // max(1, gpus)))
+
+
 def workers_per_gpu(cpus: int | None, gpus: int) -> int:
     """How many xdist workers the nightly starts on each GPU by default: a quarter of the cores per GPU, 1 to 4.
 
     A nightly worker's cost is mostly on the CPU (Python, Hypothesis, compiles)
-    while its GPU idles: on an H200, three workers on the one GPU took the run
-    from 155 s to 51 s.  So 16 cores and one GPU give 4, 8 cores 2, 2 cores 1;
+    while its GPU idles: on an H200, four workers on the one GPU took the run
+    from 141.7 s to 69.5 s.  So 16 cores and one GPU give 4, 8 cores 2, 2 cores 1;
     at most 4 (more were not measured).  ``gpus`` is their number.
     """
     return max(1, min(4, (cpus or 1) // (4 * max(1, gpus))))
@@ -195,7 +200,7 @@ def claim_gpu(gpus: list[str], run_key: str, *, workers: int | None = None) -> C
     """
     if not gpus:
         raise ConformanceUsageError("no GPU to pin the worker to: none visible (CUDA_VISIBLE_DEVICES, nvidia-smi)")
-    per_gpu = max(1, -(-(workers or len(gpus)) // len(gpus)))
+    per_gpu = slots_per_gpu(workers, len(gpus))
     directory = lock_dir(run_key)
     os.makedirs(directory, exist_ok=True)
     for rank in range(per_gpu):

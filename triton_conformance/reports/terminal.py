@@ -19,22 +19,24 @@ __all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_su
 SLOWEST = 5  # cells the run's summary names as its slowest
 
 
+def _as_dict(result: Any) -> dict:
+    """A cell's result as the results file holds it (a CellResult, or already a dict)."""
+    return result if isinstance(result, dict) else result.to_dict()
+
+
 def compiles_by_subject(results: Iterable[Any]) -> dict[str, int]:
     """Total compiles per subject over its cells' results (subjects that compiled nothing counted are left out)."""
     totals: dict[str, int] = {}
-    for r in results:
-        n = r.get("compiles") if isinstance(r, dict) else getattr(r, "compiles", None)
-        name = r.get("subject") if isinstance(r, dict) else r.subject
-        if n is not None:
-            totals[name] = totals.get(name, 0) + int(n)
+    for r in map(_as_dict, results):
+        if r.get("compiles") is not None:
+            totals[r["subject"]] = totals.get(r["subject"], 0) + int(r["compiles"])
     return totals
 
 
 def _past_budget(results: Iterable[Any]) -> dict[str, int]:
     """Compiles past the subject's budget per subject: first classes of cells that could run nothing else."""
     past: dict[str, int] = {}
-    for r in results:
-        r = r if isinstance(r, dict) else r.to_dict()
+    for r in map(_as_dict, results):
         n = ((r.get("details") or {}).get("specializations") or {}).get("compiled_past_budget") or 0
         if n:
             past[r["subject"]] = past.get(r["subject"], 0) + int(n)
@@ -70,7 +72,7 @@ def skip_lines(results: Iterable[CellResult]) -> list[str]:
 def slowest_lines(results: Iterable[Any], n: int = SLOWEST) -> list[str]:
     """The ``n`` slowest cells: duration, examples, and the examples discarded as over the interpreter's cost
     allowance (none if no cell ran: every one skipped before it started, or no results)."""
-    cells = [r if isinstance(r, dict) else r.to_dict() for r in results]
+    cells = [_as_dict(r) for r in results]
     timed = sorted((c for c in cells if float(c.get("duration_s") or 0) > 0),
                    key=lambda c: (-float(c["duration_s"]), c.get("subject", ""), c.get("cell", "")))
     if not timed:

@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     compat.install()
     for module in args.modules.split(","):
         importlib.import_module(module)
-    from triton_conformance.conformance import interpreter_cost
+    from triton_conformance.conformance.search import interpreter_cost
     from triton_conformance.conformance.backend import current_backend
     from triton_conformance.conformance.kinds import cells_for
     from triton_conformance.conformance.observe import Observer

@@ -50,7 +50,7 @@ def measure_subject(benchmark: Any, subject: Any, *, backend: Any = None, timer:
     import pytest
 
     from triton_conformance.plugin.items import format_result
-    from triton_conformance.conformance.performance_cell import measured_spec, run_performance_cell
+    from triton_conformance.conformance.kinds.performance.cell import measured_spec, run_performance_cell
     from triton_conformance.model.subject import Subject, get_subject
 
     if not (isinstance(getattr(benchmark, "extra_info", None), dict) and callable(getattr(benchmark, "pedantic",

@@ -51,7 +51,7 @@ def child(subject_name: str, profile: str, budget: str, max_examples: str, devic
     sys.path.insert(0, ROOT)
     _import_kernels()
     from triton_conformance.conformance.backend import current_backend
-    from triton_conformance.conformance.compiles import LEDGER
+    from triton_conformance.conformance.search.compiles import LEDGER
     from triton_conformance.conformance.kinds import cells_for
     from triton_conformance.conformance.runner import run_cell
     from triton_conformance.model.config import run_config

@@ -45,11 +45,11 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
 
 # label -> (module, qualified name) of the functions whose profile is reported
 STAGES = {
-    "run_example": ("triton_conformance.conformance.checks", "run_example"),
+    "run_example": ("triton_conformance.conformance.battery.forward", "run_example"),
     "build_inputs": ("triton_conformance.strategies._internal.tensors", "build_inputs"),
-    "launcher call": ("triton_conformance.conformance.checks", "_call"),
+    "launcher call": ("triton_conformance.conformance.battery.forward", "_call"),
     "oracle comparison": ("triton_conformance.conformance.judge", "Judge.compare"),
-    "memory checks": ("triton_conformance.conformance.checks", "_memory_findings"),
+    "memory checks": ("triton_conformance.conformance.battery.forward", "_memory_findings"),
 }
 
 

@@ -34,7 +34,7 @@ def main() -> int:
     import kernels_under_test.flash_attention as fa
     import tests.zoo.zoo_flash_attention as zoo
     from triton_conformance.conformance.backend import current_backend
-    from triton_conformance.conformance.checks import run_example
+    from triton_conformance.conformance.battery.forward import run_example
     from triton_conformance.conformance.kinds import judge_for
     from triton_conformance.model.outcomes import Finding
     from triton_conformance.model.spec import Spec

@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from triton_conformance.conformance.kinds import catalogue, judge_for
-    from triton_conformance.conformance.peaks import CudaEventTimer, MeasuredPeaks
-    from triton_conformance.conformance.performance_cell import run_performance_cell
+    from triton_conformance.conformance.kinds.performance.peaks import CudaEventTimer, MeasuredPeaks
+    from triton_conformance.conformance.kinds.performance.cell import run_performance_cell
     from triton_conformance.model.subject import registry
     from triton_conformance.reports.html import write_html
     from triton_conformance.reports.results_json import (

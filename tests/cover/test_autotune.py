@@ -12,7 +12,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from triton_conformance import Dim, Tensor, subject  # noqa: E402
-from triton_conformance.conformance.autotune import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
+from triton_conformance.conformance.kinds.autotune.tuning import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
 from triton_conformance.conformance.kinds import cells_for, kind_of  # noqa: E402
 from triton_conformance.conformance.kinds.autotune import replay_autotune  # noqa: E402
 from triton_conformance.conformance.observe import Observer  # noqa: E402
@@ -271,7 +271,7 @@ def test_a_launch_where_the_pinned_config_is_pruned_is_refused_so_the_search_dis
     with Tuning((double_one_block,)) as tuning:
         tuning.pins = {id(double_one_block): "BLOCK=16,num_warps=1,num_stages=3"}
         x = torch.randn(100)
-        from triton_conformance.conformance.autotune import ConfigPruned
+        from triton_conformance.conformance.kinds.autotune.tuning import ConfigPruned
 
         with pytest.raises(ConfigPruned, match="pruned here"):
             tuning.wrap(cover_autotune_direct).launcher(x=x)

@@ -16,7 +16,7 @@ import triton_conformance as tc
 from triton_conformance import ConformanceUsageError, Dim, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.conformance import backend as backend_module
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.checks import (
+from triton_conformance.conformance.battery.forward import (
     EXAMPLE_ACCEPTED,
     EXAMPLE_HONOURED,
     EXAMPLE_REJECTED,

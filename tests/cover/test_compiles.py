@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import triton_conformance as tc
 from triton_conformance import ConformanceUsageError, Dim, Tensor
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.compiles import (
+from triton_conformance.conformance.search.compiles import (
     BudgetExhausted,
     CellCompiles,
     CompileLedger,
@@ -26,7 +26,7 @@ from triton_conformance.conformance.compiles import (
     make_hook,
 )
 from triton_conformance.conformance.runner import run_cell
-from triton_conformance.conformance.search import MAX_DISCARDS
+from triton_conformance.conformance.search.engine import MAX_DISCARDS
 from triton_conformance.model.config import parse_budget, run_config
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.reports.terminal import compiles_by_subject
@@ -202,7 +202,7 @@ def test_the_budget_buys_each_cell_its_first_class_before_any_cell_a_second():
 
 
 def test_a_cell_past_the_whole_budget_runs_inside_compiled_classes_or_buys_its_one_class():
-    from triton_conformance.conformance.compiles import LEDGER
+    from triton_conformance.conformance.search.compiles import LEDGER
 
     subject = declare(compiling_add, {"N": Dim(1, 4096)})
     cuda_on_cpu = Backend(name="cuda", device="cpu")
@@ -318,9 +318,9 @@ def test_the_terminal_summary_lists_compilations_per_subject_only_when_counted()
 
 def test_a_cell_stops_paying_for_discards_once_the_budget_is_spent():
     from triton_conformance import Dim, Tensor, register
-    from triton_conformance.conformance.compiles import BudgetExhausted
+    from triton_conformance.conformance.search.compiles import BudgetExhausted
     from triton_conformance.conformance.runner import run_cell
-    from triton_conformance.conformance.search import MAX_DISCARDS
+    from triton_conformance.conformance.search.engine import MAX_DISCARDS
 
     calls = []
 
@@ -371,7 +371,7 @@ def test_a_failure_found_before_the_shrink_budget_ran_out_is_reported(monkeypatc
 
 
 def test_a_cell_keeps_one_compile_for_each_later_cell_that_applies():
-    from triton_conformance.conformance.compiles import LEDGER
+    from triton_conformance.conformance.search.compiles import LEDGER
     from triton_conformance.conformance.kinds import cells_for
 
     subject = declare(compiling_add, {"N": Dim(1, 4096)})
@@ -443,7 +443,7 @@ def test_a_cell_with_one_class_of_its_own_runs_every_example_in_it():
 
 
 def test_a_fixed_size_cell_later_in_the_order_keeps_a_compile_of_its_own():
-    from triton_conformance.conformance.compiles import LEDGER
+    from triton_conformance.conformance.search.compiles import LEDGER
 
     subject = declare(compiling_add, {"N": Dim(1, 1 << 40)})  # large enough for the large-index cell
     cuda_on_cpu = Backend(name="cuda", device="cpu")
@@ -488,7 +488,7 @@ def test_a_cells_first_class_waits_for_a_real_size_unless_the_cell_keeps_to_tiny
 
 def test_a_cell_stops_drawing_once_the_interpreters_cost_keeps_refusing():
     from triton_conformance import register
-    from triton_conformance.conformance.interpreter_cost import OverCost
+    from triton_conformance.conformance.search.interpreter_cost import OverCost
 
     calls = []
 
@@ -525,7 +525,7 @@ def test_no_cell_of_a_subject_with_a_backward_starves_on_a_tight_budget():
     """The rms_norm case on the H200 (nightly, seed 7): its forward cells' second classes, reserved one
     compile per later cell, left its last grad cells (each class three kernels) nothing, and two of
     them ran no example.  The reserve now counts what each later cell's classes cost."""
-    from triton_conformance.conformance.compiles import LEDGER
+    from triton_conformance.conformance.search.compiles import LEDGER
     from triton_conformance.conformance.kinds import cells_for
 
     subject = tc.register(_CompilingNorm, name=f"cover_compiling_norm_{next(_ids)}",

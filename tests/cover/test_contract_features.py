@@ -404,7 +404,7 @@ def test_a_wide_draw_shrinks_back_to_the_ordinary_one():
 
 def test_cells_that_run_at_a_fixed_size_pass_a_flag_as_false_not_a_midpoint():
     from triton_conformance import Scalar
-    from triton_conformance.conformance.large_index import large_index_plan
+    from triton_conformance.conformance.kinds.large_index.example import large_index_plan
 
     assert Scalar(kind="bool").representative() is False
     assert Scalar(3, 9, kind="int").representative() == 3

@@ -19,9 +19,9 @@ import triton.language as tl
 
 import triton_conformance as tc
 from triton_conformance import Dim, Tensor
-from triton_conformance.conformance import interpreter_cost
+from triton_conformance.conformance.search import interpreter_cost
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.interpreter_cost import CostMeter, OverCost, metering_cost
+from triton_conformance.conformance.search.interpreter_cost import CostMeter, OverCost, metering_cost
 from triton_conformance.conformance.observe import Observer
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import PROFILES, RunConfig

@@ -20,7 +20,7 @@ import triton_conformance as tc
 from triton_conformance import Dim, InvalidArgument, Tensor
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.kinds import catalogue, judge_for, kind_of
-from triton_conformance.conformance.large_index import (
+from triton_conformance.conformance.kinds.large_index.example import (
     EXTRA,
     LARGE,
     TAIL_ELEMENTS,
@@ -28,7 +28,7 @@ from triton_conformance.conformance.large_index import (
     run_large_index_example,
 )
 from triton_conformance.conformance.runner import run_cell
-from triton_conformance.conformance.tail_grid import tail_programs
+from triton_conformance.conformance.kinds.large_index.tail_grid import tail_programs
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="interpreter emulation")
 _ids = itertools.count()
@@ -299,7 +299,7 @@ def test_a_wrong_tail_is_a_mismatch():
 # -- the arena: tensors apart, wrapped writes found in the gaps (as on CUDA) ------------
 
 def test_arena_gaps_catch_a_write_between_tensors():
-    from triton_conformance.conformance.large_index import _Arena
+    from triton_conformance.conformance.kinds.large_index.example import _Arena
 
     arena = _Arena(3, 4096, 2, "cpu", reserve=False, gap=8192)  # real memory, as on CUDA, but small
     x = arena.tensor((1000,), torch.float16, "input 'x'")
@@ -314,7 +314,7 @@ def test_arena_gaps_catch_a_write_between_tensors():
 
 
 def test_arena_refuses_more_tensors_than_it_has_room_for():
-    from triton_conformance.conformance.large_index import _Arena
+    from triton_conformance.conformance.kinds.large_index.example import _Arena
 
     arena = _Arena(1, 4096, 2, "cpu", reserve=False, gap=4096)
     assert arena.tensor((100,), torch.float16) is not None
@@ -326,7 +326,7 @@ def test_arena_refuses_more_tensors_than_it_has_room_for():
 @pytest.fixture
 def small_large(monkeypatch):
     """Shrink 'large' to 4096 elements so the whole-grid path fits in a test."""
-    from triton_conformance.conformance import large_index, large_index_plan
+    from triton_conformance.conformance.kinds.large_index import example as large_index, plan as large_index_plan
 
     for module in (large_index, large_index_plan):  # the plan's sizes, and the arena's
         monkeypatch.setattr(module, "LARGE", 4096)

@@ -18,7 +18,7 @@ import torch
 import triton_conformance as tc
 from triton_conformance import Dim, Dropout, InvalidContract, Mask, Scalar, Tensor
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.checks import EXAMPLE_HONOURED, run_example
+from triton_conformance.conformance.battery.forward import EXAMPLE_HONOURED, run_example
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import run_config
 from triton_conformance.strategies import Spec

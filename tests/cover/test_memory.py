@@ -5,7 +5,7 @@ import struct
 import pytest
 import torch
 
-from triton_conformance.conformance.memory import (
+from triton_conformance.conformance.battery.memory import (
     GUARD_BYTES,
     flat_bytes,
     guarded_allocations,

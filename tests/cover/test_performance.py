@@ -16,9 +16,9 @@ from triton_conformance import Dim, InvalidArgument, InvalidContract, Performanc
 from triton_conformance.conformance.kinds import cells_for
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.model.outcomes import CellResult
-from triton_conformance.conformance.peaks import CudaEventTimer, FixedPeaks, MeasuredPeaks, median_ms
+from triton_conformance.conformance.kinds.performance.peaks import CudaEventTimer, FixedPeaks, MeasuredPeaks, median_ms
 from triton_conformance.model.performance import DtypeName, figures_line, junit_properties
-from triton_conformance.conformance.performance_cell import NO_CONTRACT, NOT_CUDA, figures, run_performance_cell
+from triton_conformance.conformance.kinds.performance.cell import NO_CONTRACT, NOT_CUDA, figures, run_performance_cell
 from triton_conformance.conformance.runner import run_cell
 
 FAKE_CUDA = Backend(name="cuda", device="cpu")  # the CUDA code path, on CPU tensors
@@ -403,7 +403,7 @@ REAL_BENCHMARK_TEST = '''
 from triton_conformance import Dim, Performance, Tensor, register
 from triton_conformance.benchmark import measure_subject
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.peaks import FixedPeaks
+from triton_conformance.conformance.kinds.performance.peaks import FixedPeaks
 
 
 def add(x, y):

@@ -3,7 +3,7 @@
 import triton
 import triton.language as tl
 
-from triton_conformance.conformance import autotune
+from triton_conformance.conformance.kinds.autotune import tuning as autotune
 
 
 @triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])

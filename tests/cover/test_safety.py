@@ -13,7 +13,7 @@ import torch
 import triton_conformance as tc
 from triton_conformance import Dim, Tensor
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.safety import MEMORY_FRACTION, example_bytes, finding_class, memory_cap
+from triton_conformance.conformance.search.allowance import MEMORY_FRACTION, example_bytes, finding_class, memory_cap
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import Finding
@@ -165,7 +165,7 @@ def test_a_gradient_example_out_of_memory_is_a_discard():
 
 
 def test_inputs_that_do_not_fit_the_device_are_a_discard(monkeypatch):
-    from triton_conformance.conformance import checks
+    from triton_conformance.conformance.battery import forward as checks
 
     build = checks.build_inputs
 

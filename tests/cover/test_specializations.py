@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import triton_conformance as tc
 from triton_conformance import Dim, Tensor
-from triton_conformance.conformance.specializations import nearest_in_class, signature, size_class, steer
+from triton_conformance.conformance.search.specializations import nearest_in_class, signature, size_class, steer
 from triton_conformance.model.spec import Layout, Spec
 
 CONTRACT = tc.Contract(inputs={"x": Tensor(("M", "N"), dtypes=("float16", "float32"))},

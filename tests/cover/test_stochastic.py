@@ -14,10 +14,10 @@ from triton_conformance import Dim, Dropout, InvalidContract, Scalar, Tensor, re
 from triton_conformance.conformance.kinds import catalogue, cells_for, stochastic_plan
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.conformance.replay import replay_stochastic
-from triton_conformance.conformance.stochastic.checks import check_stochastic_output
+from triton_conformance.conformance.kinds.stochastic.checks import check_stochastic_output
 from triton_conformance.model.outcomes import Finding
-from triton_conformance.conformance.stochastic.designs import lag_pairs
-from triton_conformance.conformance.stochastic.plan import AGREEMENT_DEVIATION, RATE_DEVIATION
+from triton_conformance.conformance.kinds.stochastic.designs import lag_pairs
+from triton_conformance.conformance.kinds.stochastic.plan import AGREEMENT_DEVIATION, RATE_DEVIATION
 from triton_conformance.oracles.planning import agreement_expected, binomial_power
 from triton_conformance.oracles.statistics import binomial_homogeneity
 from triton_conformance.oracles.tolerance import default_bound

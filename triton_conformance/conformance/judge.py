@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import torch
 
-from triton_conformance.conformance.safety import raise_if_out_of_memory
+from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles.comparison import compare
@@ -203,7 +203,7 @@ class Judge:
             scale = scales[i].abs().to(torch.float64) if isinstance(scales[i], torch.Tensor) else scales[i]
             bound = self.bound(dims, dtypes, out, ref, scale)
             if contract.model is not None:
-                from triton_conformance.conformance.stochastic.checks import check_stochastic_output
+                from triton_conformance.conformance.kinds.stochastic.checks import check_stochastic_output
 
                 found = check_stochastic_output(self.subject, out, ref, scalars, bound, self.example_alpha)
                 if found is not None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 
 from triton_conformance.conformance.backend import current_backend
-from triton_conformance.conformance.checks import run_example
+from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.kinds import judge_for, stochastic_plan
-from triton_conformance.conformance.large_index import run_large_index_example
-from triton_conformance.conformance.stochastic import run_stochastic_cell
+from triton_conformance.conformance.kinds.large_index.example import run_large_index_example
+from triton_conformance.conformance.kinds.stochastic import run_stochastic_cell
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import get_subject

@@ -13,10 +13,10 @@ import contextlib
 import time
 from dataclasses import replace
 
-from triton_conformance.conformance.autotune import quick_benchmarks, tuners_for
+from triton_conformance.conformance.kinds.autotune.tuning import quick_benchmarks, tuners_for
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.compiles import BudgetExhausted, CellCompiles, counting_compiles
-from triton_conformance.conformance.interpreter_cost import cost_details, metering_cell
+from triton_conformance.conformance.search.compiles import BudgetExhausted, CellCompiles, counting_compiles
+from triton_conformance.conformance.search.interpreter_cost import cost_details, metering_cell
 from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.kinds import CellContext, cells_for, judge_for, kind_of
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer

@@ -32,7 +32,7 @@ class Profile:
     - ``shrink_calls``: kernel runs the shrinker may spend after the first failure; counted, not
       timed, so which failure is reported does not depend on the machine's speed.
     - ``interpreter_cost``: the interpreted work a cell may spend on the Triton interpreter, in the
-      counted units of :mod:`triton_conformance.conformance.interpreter_cost` (about 1.5 us each on
+      counted units of :mod:`triton_conformance.conformance.search.interpreter_cost` (about 1.5 us each on
       a loaded 2-core CPU: docs/benchmarks.md); None: no bound.  Never used on CUDA;
     - ``interpreter_example_cost``: an example's own share of it (None: the pool over twice the
       examples); an example may spend more only from what the pool holds beyond every example's share.

@@ -13,7 +13,7 @@ A subject declares them with ``@subject(..., performance=Performance(...))``::
 name -> dtype name, a ``str`` with an ``itemsize``).  With both given the
 kernel is judged against whichever its roofline says binds.  The ``performance``
 cell (CUDA only) checks the subject once at that size, times it and the
-baseline (see :mod:`triton_conformance.conformance.peaks`), and reports the
+baseline (see :mod:`triton_conformance.conformance.kinds.performance.peaks`), and reports the
 achieved GB/s or TFLOP/s as a fraction of the device's measured peak.
 
 Declaring imports neither torch nor triton; measuring does.

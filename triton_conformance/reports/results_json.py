@@ -25,7 +25,7 @@ storage offset and dtype), reproducer, examples, rejected_examples,
 duration_s, compiles and expected_failure.  A measured ``performance`` cell
 (CUDA only) carries its figures in details: achieved, unit (GB/s or TFLOP/s),
 peak, fraction, kernel_ms, baseline_ms, speedup, bound, bytes, flops, dims,
-dtypes, reps, timer and peaks (see triton_conformance.conformance.performance_cell).
+dtypes, reps, timer and peaks (see triton_conformance.conformance.kinds.performance.cell).
 """
 
 from __future__ import annotations

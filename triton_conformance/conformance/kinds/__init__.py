@@ -34,7 +34,7 @@ from triton_conformance.conformance.kinds.searched import (
     ShapeCells,
     ValueCells,
 )
-from triton_conformance.conformance.kinds.stochastic import StochasticCells
+from triton_conformance.conformance.kinds.stochastic.kind import StochasticCells
 
 __all__ = ["CellContext", "CellKind", "SearchedKind", "catalogue", "cells_for", "judge_for", "kind_of",
            "register_kind", "registered_kinds", "stochastic_plan", "unregister_kind", "unsearched_cells"]

@@ -140,7 +140,7 @@ def unsearched_cells(contract: Contract, backend: Any) -> list[str]:
 
 def stochastic_plan(contract: Contract):  # noqa: ANN201 - a stochastic.plan.Plan
     """The statistical plan of a stochastic subject, its checks counted over every cell it has."""
-    from triton_conformance.conformance.stochastic.plan import plan_for
+    from triton_conformance.conformance.kinds.stochastic.plan import plan_for
 
     ordinary = sum(1 for c in cells_for(contract) if not c.startswith("stochastic:"))
     return plan_for(contract, ordinary)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
-from triton_conformance.conformance.search import assemble, search, second_search, shrink
+from triton_conformance.conformance.search.engine import assemble, search, second_search, shrink
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES, Contract
 from triton_conformance.model.outcomes import CellResult

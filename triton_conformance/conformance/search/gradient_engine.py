@@ -19,9 +19,9 @@ from typing import Any
 from hypothesis import given, reject
 from hypothesis import seed as hypothesis_seed
 
-from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.gradients import (
+from triton_conformance.conformance.battery.backward import (
     GRAD_OUTPUT,
     cell_options,
     gradient_specs,
@@ -33,14 +33,14 @@ from triton_conformance.conformance.results import (
     failed,
     reproducer_script,
 )
-from triton_conformance.conformance.safety import example_bytes, memory_cap
-from triton_conformance.conformance.search import (
+from triton_conformance.conformance.search.allowance import example_bytes, memory_cap
+from triton_conformance.conformance.search.engine import (
     MAX_DISCARDS,
     counterexample,
     profile_settings,
     specializations,
 )
-from triton_conformance.conformance.specializations import counted, in_compiled_class
+from triton_conformance.conformance.search.specializations import counted, in_compiled_class
 from triton_conformance.model.outcomes import (
     CellResult,
     Counterexample,
@@ -73,7 +73,7 @@ def _counterexample(subject: Subject, spec: Spec) -> Counterexample:
 
 
 _REPLAY = '''\
-from triton_conformance.conformance.gradients import replay_gradients
+from triton_conformance.conformance.battery.backward import replay_gradients
 from triton_conformance.strategies import Layout, Spec
 
 spec = {spec!r}

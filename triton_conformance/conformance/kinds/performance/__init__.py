@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
-from triton_conformance.conformance.performance_cell import NO_CONTRACT, NOT_CUDA, run_performance_cell
+from triton_conformance.conformance.kinds.performance.cell import NO_CONTRACT, NOT_CUDA, run_performance_cell
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.outcomes import CellResult

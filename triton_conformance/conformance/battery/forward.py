@@ -17,11 +17,11 @@ import torch
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.interpreter_cost import call_started, example_started
+from triton_conformance.conformance.search.interpreter_cost import call_started, example_started
 from triton_conformance.conformance.judge import Judge, OracleError, exception_text, rejection
-from triton_conformance.conformance.launching import launch, outputs_of
-from triton_conformance.conformance.memory import flat_bytes, guarded_allocations, unwritten_elements
-from triton_conformance.conformance.safety import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.conformance.battery.launching import launch, outputs_of
+from triton_conformance.conformance.battery.memory import flat_bytes, guarded_allocations, unwritten_elements
+from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
 from triton_conformance.model.outcomes import Finding, worst
 from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import Subject

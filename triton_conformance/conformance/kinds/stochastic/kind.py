@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from triton_conformance.conformance.kinds.base import CellContext, CellKind, stochastic_plan
-from triton_conformance.conformance.stochastic import run_stochastic_cell, stochastic_cells
+from triton_conformance.conformance.kinds.stochastic import run_stochastic_cell, stochastic_cells
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.outcomes import CellResult

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import torch
 
-from triton_conformance.conformance.allocations import Request, intercept_allocations
+from triton_conformance.conformance.battery.allocations import Request, intercept_allocations
 
 __all__ = ["GuardedAllocation", "guarded_allocations", "poison_bytes", "flat_bytes", "unwritten_elements",
            "GUARD_BYTES"]

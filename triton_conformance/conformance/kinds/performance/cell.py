@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.checks import run_example
+from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.judge import Judge, exception_text
-from triton_conformance.conformance.peaks import (
+from triton_conformance.conformance.kinds.performance.peaks import (
     CudaEventTimer,
     Peaks,
     Timer,

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from triton_conformance.conformance.checks import run_example
+from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.safety import example_bytes
+from triton_conformance.conformance.search.allowance import example_bytes
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import Spec, strides_for
 

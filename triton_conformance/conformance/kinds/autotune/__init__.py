@@ -31,14 +31,14 @@ from hypothesis import given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 
-from triton_conformance.conformance.autotune import Tuning, config_name, tuners_for
-from triton_conformance.conformance.checks import run_example
-from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.kinds.autotune.tuning import Tuning, config_name, tuners_for
+from triton_conformance.conformance.battery.forward import run_example
+from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.kinds.searched import ShapeCells
 from triton_conformance.conformance.results import cell_result, failed, reproducer_script, skipped
-from triton_conformance.conformance.search import (
+from triton_conformance.conformance.search.engine import (
     SearchOutcome,
     assemble,
     counterexample,
@@ -231,7 +231,7 @@ class _Found(Exception):
 
 def _launch_outputs(subject: Any, spec: Spec, backend: Any):
     """Build ``spec``'s inputs (the nan sentinel) and call the launcher once: (inputs, before, outputs)."""
-    from triton_conformance.conformance.launching import launch, outputs_of
+    from triton_conformance.conformance.battery.launching import launch, outputs_of
     from triton_conformance.strategies._internal.tensors import build_inputs
 
     built = build_inputs(subject.contract, spec, sentinel="nan", device=backend.device)

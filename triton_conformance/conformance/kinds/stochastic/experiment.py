@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from triton_conformance.conformance.launching import TORCH_SEED, launch, launcher_scalars
-from triton_conformance.conformance.stochastic.plan import POSITIVE_FRACTION, ROW_WIDTH
+from triton_conformance.conformance.battery.launching import TORCH_SEED, launch, launcher_scalars
+from triton_conformance.conformance.kinds.stochastic.plan import POSITIVE_FRACTION, ROW_WIDTH
 from triton_conformance.model.stochastic import TORCH_SEED_RANGE
 from triton_conformance.oracles.statistics import StatResult, binomial_test, count_normal_test
 from triton_conformance.oracles.tolerance import default_bound

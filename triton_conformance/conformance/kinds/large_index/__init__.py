@@ -1,6 +1,6 @@
 """The ``shape:large-index`` kind: one example past 2^31 elements, where int32 offsets wrap.
 
-See :mod:`triton_conformance.conformance.large_index` for the example itself.
+See :mod:`triton_conformance.conformance.kinds.large_index.example` for the example itself.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
-from triton_conformance.conformance.large_index import large_index_plan, run_large_index_example
+from triton_conformance.conformance.kinds.large_index.example import large_index_plan, run_large_index_example
 from triton_conformance.conformance.results import cell_result, failed, reproducer_script, skipped
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import Contract

@@ -8,7 +8,7 @@ from typing import Callable
 import torch
 
 from triton_conformance.conformance.judge import clean_rejection
-from triton_conformance.conformance.stochastic.experiment import (
+from triton_conformance.conformance.kinds.stochastic.experiment import (
     DesignFailure,
     Experiment,
     agree_probability,
@@ -18,7 +18,7 @@ from triton_conformance.conformance.stochastic.experiment import (
     probabilities,
     require_valid,
 )
-from triton_conformance.conformance.stochastic.plan import (
+from triton_conformance.conformance.kinds.stochastic.plan import (
     FLAT_LAGS,
     POSITION_PERIOD,
     ROW_LAGS,

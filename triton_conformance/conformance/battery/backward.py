@@ -38,20 +38,20 @@ import torch
 from hypothesis import strategies as st
 
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.conformance.judge import (
     Judge,
     OracleError,
     as_tuple,
     exception_text,
 )
-from triton_conformance.conformance.launching import launch, outputs_of
-from triton_conformance.conformance.memory import (
+from triton_conformance.conformance.battery.launching import launch, outputs_of
+from triton_conformance.conformance.battery.memory import (
     flat_bytes,
     guarded_allocations,
     unwritten_elements,
 )
-from triton_conformance.conformance.safety import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
 from triton_conformance.model.outcomes import (
     Finding,
     worst,

@@ -28,9 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 from triton_conformance.conformance.results import cell_result, failed, reproducer_script
-from triton_conformance.conformance.stochastic.designs import DESIGNS, STATISTICAL_FINDING
-from triton_conformance.conformance.stochastic.experiment import DesignFailure, Experiment
-from triton_conformance.conformance.stochastic.plan import STOCHASTIC_CELLS, Plan, plan_for, stochastic_cells
+from triton_conformance.conformance.kinds.stochastic.designs import DESIGNS, STATISTICAL_FINDING
+from triton_conformance.conformance.kinds.stochastic.experiment import DesignFailure, Experiment
+from triton_conformance.conformance.kinds.stochastic.plan import STOCHASTIC_CELLS, Plan, plan_for, stochastic_cells
 from triton_conformance.model.outcomes import Counterexample, Finding
 from triton_conformance.oracles.statistics import StatResult
 

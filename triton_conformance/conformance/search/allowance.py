@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 

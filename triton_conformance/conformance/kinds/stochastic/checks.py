@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from triton_conformance.conformance.stochastic.experiment import at, bernoulli_test, probabilities
+from triton_conformance.conformance.kinds.stochastic.experiment import at, bernoulli_test, probabilities
 from triton_conformance.model.outcomes import Finding
 
 __all__ = ["check_stochastic_output"]

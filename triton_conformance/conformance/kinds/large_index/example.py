@@ -50,11 +50,11 @@ from typing import Any
 
 import torch
 
-from triton_conformance.conformance.allocations import intercept_allocations
+from triton_conformance.conformance.battery.allocations import intercept_allocations
 from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
-from triton_conformance.conformance.large_index_plan import EXTRA, LARGE, TAIL_ELEMENTS, LargeIndexPlan, large_index_plan
-from triton_conformance.conformance.memory import poison_bytes, unwritten_elements
-from triton_conformance.conformance.tail_grid import (
+from triton_conformance.conformance.kinds.large_index.plan import EXTRA, LARGE, TAIL_ELEMENTS, LargeIndexPlan, large_index_plan
+from triton_conformance.conformance.battery.memory import poison_bytes, unwritten_elements
+from triton_conformance.conformance.kinds.large_index.tail_grid import (
     LONG_LOOP,
     TAIL_PROGRAMS,
     WHOLE_AXIS,

@@ -73,7 +73,7 @@ class GradientCells(CellKind):
         return None
 
     def run(self, context: CellContext, value: str) -> CellResult:
-        from triton_conformance.conformance.gradient_search import search_gradients
+        from triton_conformance.conformance.search.gradient_engine import search_gradients
 
         testable = tuple(d for d in FLOAT_DTYPES if d not in context.backend.untestable)
         return search_gradients(context, dtypes=testable)

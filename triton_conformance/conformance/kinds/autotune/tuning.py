@@ -32,7 +32,7 @@ import types
 from collections import Counter
 from typing import Any, Callable, Iterable
 
-from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.errors import InvalidArgument
 
 __all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",

@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.conformance.observe import Observer
 
 __all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "CostMeter",

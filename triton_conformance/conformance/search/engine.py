@@ -42,17 +42,17 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
-from triton_conformance.conformance.checks import (
+from triton_conformance.conformance.battery.forward import (
     EXAMPLE_ACCEPTED,
     EXAMPLE_REJECTED,
     EXAMPLE_REJECTED_UNEXPLAINED,
     EXAMPLE_UNJUDGED,
 )
-from triton_conformance.conformance.compiles import BudgetExhausted
+from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
-from triton_conformance.conformance.safety import MEMORY_FRACTION, example_bytes, finding_class, gib, memory_cap
-from triton_conformance.conformance.specializations import in_compiled_class, run_counted
+from triton_conformance.conformance.search.allowance import MEMORY_FRACTION, example_bytes, finding_class, gib, memory_cap
+from triton_conformance.conformance.search.specializations import in_compiled_class, run_counted
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for

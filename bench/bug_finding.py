@@ -171,10 +171,9 @@ def main(argv=None) -> int:
                   **fields}
         if kind == "detect":
             _, cell, outcome, finding = meta[subject]
-            contract = get_subject(subject).contract
             cell_kind, value = kind_of(cell)
             record.update(bug=subject, intended_cell=cell, expected=f"{outcome}/{finding}",
-                          detectable=cell_kind.skip_reason(contract, value, backend) is None)
+                          detectable=cell_kind.skip_reason(get_subject(subject), value, backend) is None)
             detections.append(record)
             print(f"[detect] {tester:8s} {subject:40s} {status:8s} {record.get('case')} "
                   f"{record.get('seconds') or 0:.2f}s size={record.get('size')}", flush=True)

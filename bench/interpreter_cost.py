@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     config, backend, seen = RunConfig(profile=unbounded, isolation="none"), current_backend("interpreter"), Examples()
     wanted, only = args.cells.split(","), [s for s in args.subjects.split(",") if s]
     for subject in list(registry):
-        for cell in (c for c in cells_for(subject.contract) if c in wanted and (not only or subject.name in only)):
+        for cell in (c for c in cells_for(subject) if c in wanted and (not only or subject.name in only)):
             result = run_cell(subject, cell, backend=backend, config=config, observer=seen)
             print(f"{result.duration_s:7.2f} s  {subject.name}[{cell}]  {result.outcome}, {result.examples} examples",
                   flush=True)

@@ -40,7 +40,7 @@ def _setup(device: str, name: str):
 
     importlib.import_module(SUBJECTS[name])
     subject = get_subject(name)
-    cells = [c for c in cells_for(subject.contract) if c.startswith("stochastic:")]
+    cells = [c for c in cells_for(subject) if c.startswith("stochastic:")]
     return subject, cells, current_backend(device)
 
 
@@ -76,7 +76,7 @@ def cost(args) -> int:
     worst = 0.0
     for name in args.subjects.split(","):
         subject, cells, backend = _setup(args.device, name)
-        plan = stochastic_plan(subject.contract)
+        plan = stochastic_plan(subject)
         print(f"\n{name} on {backend.name}, {os.cpu_count()} CPUs; {plan.describe()}")
         print("rate trials per level:", {q: n for q, n in plan.rate_trials.items()},
               f"agreement pairs: {plan.agreement_pairs}")

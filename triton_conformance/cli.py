@@ -84,10 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the matrix of a results file", description="print the matrix of a "
                           "results file (pipe it into head or less freely)")
     show.add_argument("results", help="a results JSON written by a run")
-    report = sub.add_parser("report", help="render the HTML report of a results file")
+    report = sub.add_parser("report", help="render the report of a results file (the HTML page, or another format)")
     report.add_argument("results", help="a results JSON written by a run")
-    report.add_argument("-o", "--output", metavar="REPORT.html", default=None,
-                        help="where to write the page [default: the results path with .html]")
+    report.add_argument("-o", "--output", metavar="REPORT", default=None,
+                        help="where to write it [default: the results path with the format's suffix]")
+    report.add_argument("--format", default="html", help="the report format: html, text, or one a --format-module "
+                        "or an installed package registers [default: html]")
+    report.add_argument("--format-module", action="append", default=[], metavar="MODULE",
+                        help="a module to import first, which registers report formats (repeatable)")
     _add_baseline(report)
     diff = sub.add_parser("diff", help="compare two results files; exit status 1 on any regression")
     diff.add_argument("old", help="the baseline results JSON")
@@ -311,12 +315,19 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.html import write_html
+    from triton_conformance.reports.formats import load_format_modules, report_format, write_report
 
+    try:
+        load_format_modules(args.format_module)
+        fmt = report_format(args.format)
+    except (ImportError, ValueError) as exc:
+        print(f"triton-conformance report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     doc = _read("report", args.results)
     baseline = _read("report", args.baseline) if args.baseline else None
+    output = args.output or os.path.splitext(args.results)[0] + fmt.suffix
     try:
-        page = write_html(args.output or html_path_for(args.results), doc, baseline=baseline)
+        page = write_report(output, doc, fmt, baseline=baseline)
     except OSError as exc:
         print(f"triton-conformance report: cannot write {args.output!r}: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -65,7 +65,7 @@ def child(subject_name: str, profile: str, budget: str, max_examples: str, devic
     limit = config.compile_budget
     cells = []
     start = time.perf_counter()
-    for cell in cells_for(subject.contract):
+    for cell in cells_for(subject):
         t = time.perf_counter()
         try:
             r = run_cell(subject, cell, backend=backend, config=config)

@@ -111,7 +111,7 @@ def child(name: str, budget: str, out: str, device: str = "cuda", profile_name: 
     examples: dict[str, float] = defaultdict(float)
     counts: Counter = Counter()
     start = time.perf_counter()
-    for cell in cells_for(subject.contract):
+    for cell in cells_for(subject):
         times = ExampleTimes()
         profile = cProfile.Profile()
         t = time.perf_counter()

@@ -62,7 +62,7 @@ class Suite:
         config = run_config(profile=profile, device=backend.name if backend is not None else "interpreter")
         start, cpu0 = time.perf_counter(), time.process_time()
         first = FirstFailure(start, cpu0)
-        cells = sorted(cells_for(subject.contract), key=catalogue().sort_key)
+        cells = sorted(cells_for(subject), key=catalogue().sort_key)
         for i, cell in enumerate(cells):
             note_progress(cell)
             r = run_cell(subject, cell, backend=backend, config=config, seed=seed if randomize else None,

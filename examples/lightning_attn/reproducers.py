@@ -8,7 +8,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
 
-from triton_conformance.conformance.replay import replay, replay_large_index
+from triton_conformance.conformance.replay import replay
 from triton_conformance.strategies import Spec
 
 CASES = [
@@ -43,9 +43,9 @@ if __name__ == "__main__":
         print("==", title)
         try:
             if spec == "large-index":
-                replay_large_index("lightning_subjects", name, device="cpu")
+                replay("lightning_subjects", name, "shape:large-index", device="cpu")
             else:
-                replay("lightning_subjects", name, spec, device="cpu")
+                replay("lightning_subjects", name, "layout:contiguous", spec, device="cpu")
             print("   not reproduced")
         except AssertionError as exc:
             print("   reproduced:", str(exc).splitlines()[0][:300])

@@ -14,7 +14,7 @@ import triton.language as tl  # noqa: E402
 from triton_conformance import Dim, Tensor, subject  # noqa: E402
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
 from triton_conformance.conformance.kinds import cells_for, kind_of  # noqa: E402
-from triton_conformance.conformance.kinds.autotune import replay_autotune  # noqa: E402
+from triton_conformance.conformance.replay import replay  # noqa: E402
 from triton_conformance.conformance.observe import Observer  # noqa: E402
 from triton_conformance.conformance.runner import run_cell  # noqa: E402
 from triton_conformance.errors import InvalidArgument  # noqa: E402
@@ -203,7 +203,7 @@ def cover_autotune_order_dependent(x):
 
 
 def _cells(s):
-    return [c for c in cells_for(s.contract) if c.startswith("autotune")]
+    return [c for c in cells_for(s) if c.startswith("autotune")]
 
 
 def test_each_declared_config_and_the_side_effects_are_cells_of_autotuned_subjects_only():
@@ -261,7 +261,7 @@ def test_a_config_cell_runs_only_its_config_and_names_it():
     # BLOCK=16 is pruned wherever n > 16: those draws are discarded, not failed.
     narrow = run_cell(cover_autotune_helper, "autotune:config0", config=CI)
     assert narrow.outcome == "honoured" and narrow.details["pruned_discarded"] > 0, narrow.message
-    assert "discarded where the kernel's own pruning drops it" in narrow.message
+    assert "discarded where the kernel's own pruning drops the pinned config" in narrow.message
     # The hooks are gone afterwards: the tuner is as it was.
     assert "prune_configs" not in double_one_block.__dict__ and "run" not in double_one_block.fn.__dict__
     assert double_one_block.cache == {}
@@ -304,8 +304,7 @@ def test_the_key_cell_catches_a_cached_choice_reused_for_a_dim_the_key_omits():
         "double_one_block_keyed_on_m": ["m"]}
     assert result.counterexample.spec["dims"]["N"] == 17  # shrunk: the narrowest block is 16 wide
     with pytest.raises(AssertionError, match="unwritten"):
-        replay_autotune(__name__, "cover_autotune_key_omits_n", "autotune:key",
-                        Spec.from_dict(result.counterexample.spec))
+        replay(__name__, "cover_autotune_key_omits_n", "autotune:key", Spec.from_dict(result.counterexample.spec))
     assert run_cell(cover_autotune_direct, "autotune:key", config=CI).outcome == "honoured"
 
 

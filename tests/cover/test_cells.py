@@ -8,11 +8,12 @@ from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.expectation import Expectation, expectation
 from triton_conformance.conformance.kinds import catalogue, cells_for, kind_of
 from triton_conformance.strategies import Layout, Spec, strides_for
+from tests._subjects import as_subject
 
 
 def skip_reason(contract, cell, backend=None):
     kind, value = kind_of(cell)
-    return kind.skip_reason(contract, value, backend or Backend())
+    return kind.skip_reason(as_subject(contract), value, backend or Backend())
 
 
 def make(inputs=None, dims=None, **kw):
@@ -35,7 +36,7 @@ VECTOR = make({"x": Tensor(("N",))}, {"N": Dim(1, 100)})
 # -- cells_for -------------------------------------------------------------
 
 def test_a_plain_contract_gets_exactly_these_cells_in_this_order():
-    assert cells_for(PLAIN) == [
+    assert cells_for(as_subject(PLAIN)) == [
         "layout:contiguous", "layout:transposed", "layout:sliced", "layout:padded", "layout:offset",
         "layout:broadcast", "layout:size1", "layout:mixed",
         "dtype:float32", "dtype:float16", "dtype:bfloat16",  # the claimed one first
@@ -52,16 +53,16 @@ def test_a_plain_contract_gets_exactly_these_cells_in_this_order():
     (INTS, ["int32", "int64"]),
 ], ids=["fp32-claims-probe-the-rest", "claimed-first-no-duplicates", "integer-subject"])
 def test_dtype_cells_probe_unclaimed_float_dtypes(contract, dtypes):
-    assert [c for c in cells_for(contract) if c.startswith("dtype:")] == [f"dtype:{d}" for d in dtypes]
+    assert [c for c in cells_for(as_subject(contract)) if c.startswith("dtype:")] == [f"dtype:{d}" for d in dtypes]
 
 
 def test_mask_subjects_get_a_cell_per_mask_class():
-    assert [c for c in cells_for(MASKED) if c.startswith("mask:")] == [
+    assert [c for c in cells_for(as_subject(MASKED)) if c.startswith("mask:")] == [
         "mask:causal", "mask:random", "mask:padding", "mask:all", "mask:fully-masked", "mask:broadcast"]
 
 
 def test_stochastic_subjects_get_their_designs_and_no_determinism_cell():
-    cells = cells_for(STOCHASTIC)
+    cells = cells_for(as_subject(STOCHASTIC))
     assert "determinism" not in cells
     assert [c for c in cells if c.startswith("stochastic:")] == [
         "stochastic:rate", "stochastic:values", "stochastic:edges", "stochastic:reproducibility",
@@ -69,12 +70,12 @@ def test_stochastic_subjects_get_their_designs_and_no_determinism_cell():
 
 
 def test_nondeterministic_subjects_have_no_determinism_cell():
-    assert "determinism" not in cells_for(NONDET)
-    assert "memory" in cells_for(NONDET)
+    assert "determinism" not in cells_for(as_subject(NONDET))
+    assert "memory" in cells_for(as_subject(NONDET))
 
 
 def test_every_cell_has_one_owner_and_an_explanation():
-    for cell in cells_for(MASKED) + cells_for(STOCHASTIC):
+    for cell in cells_for(as_subject(MASKED)) + cells_for(as_subject(STOCHASTIC)):
         kind, value = kind_of(cell)
         assert kind.cell(value) == cell
         assert catalogue().describe(cell), cell

@@ -190,7 +190,7 @@ def test_run_example_classifies(launcher, outcome, kind):
 
 def test_oob_write_details_locate_the_write():
     found = run_example(declare(writes_past_the_end), vec(5), Backend())
-    assert found.details == {"side": "after", "byte_offset": 20, "span_bytes": 20}
+    assert found.details == {"side": "after", "byte_offset": 20, "span_bytes": 20, "shape": [5], "dtype": "float32"}
 
 
 def test_unwritten_details_count_the_holes():
@@ -403,7 +403,7 @@ def test_run_cell_catches_the_bug(launcher, inputs, dims, cell_name, outcome, fi
     # and a reproducer that names the subject, the cell and the exact spec
     assert subject.name in result.reproducer and cell_name in result.reproducer
     assert f"({finding})" in result.reproducer
-    assert f"spec = {spec!r}" in result.reproducer and "Spec(" in result.reproducer
+    assert f"example = {spec!r}" in result.reproducer and "Spec(" in result.reproducer
 
 
 def test_counterexamples_shrink_to_the_smallest_failure():

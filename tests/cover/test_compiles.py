@@ -26,7 +26,7 @@ from triton_conformance.conformance.search.compiles import (
     make_hook,
 )
 from triton_conformance.conformance.runner import run_cell
-from triton_conformance.conformance.search.engine import MAX_DISCARDS
+from triton_conformance.conformance.search.allowance import MAX_DISCARDS
 from triton_conformance.model.config import parse_budget, run_config
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.reports.terminal import compiles_by_subject
@@ -320,7 +320,7 @@ def test_a_cell_stops_paying_for_discards_once_the_budget_is_spent():
     from triton_conformance import Dim, Tensor, register
     from triton_conformance.conformance.search.compiles import BudgetExhausted
     from triton_conformance.conformance.runner import run_cell
-    from triton_conformance.conformance.search.engine import MAX_DISCARDS
+    from triton_conformance.conformance.search.allowance import MAX_DISCARDS
 
     calls = []
 
@@ -376,7 +376,7 @@ def test_a_cell_keeps_one_compile_for_each_later_cell_that_applies():
 
     subject = declare(compiling_add, {"N": Dim(1, 4096)})
     cuda_on_cpu = Backend(name="cuda", device="cpu")
-    cells = cells_for(subject.contract)
+    cells = cells_for(subject)
     last = cells[-1]
     # The last cell of the subject has no later cell to leave budget for: it may buy as many classes
     # as the budget holds, where the first cell buys one.
@@ -499,7 +499,7 @@ def test_a_cell_stops_drawing_once_the_interpreters_cost_keeps_refusing():
     subject = register(always_over_cost, name="always_over_cost", inputs={"x": Tensor(("N",))},
                        dims={"N": Dim(1, 64)}, oracle=lambda x: x * 1.0)
     result = run_cell(subject, "layout:contiguous", config=run_config(profile="ci", max_examples=100))
-    assert result.outcome == "skipped" and "over-cost" in result.message
+    assert result.outcome == "skipped" and result.details["over-cost_discarded"] == MAX_DISCARDS, result.message
     assert len(calls) == MAX_DISCARDS  # not Hypothesis's whole allowance of invalid draws
 
 
@@ -534,7 +534,7 @@ def test_no_cell_of_a_subject_with_a_backward_starves_on_a_tight_budget():
                           dims={"M": Dim(1, 64), "N": Dim(1, 4096)}, oracle=lambda x: x * 2, backward=True)
     cuda_on_cpu = Backend(name="cuda", device="cpu")
     config = run_config(profile="ci", compile_budget=12, max_examples=12)
-    results = [run_cell(subject, cell, backend=cuda_on_cpu, config=config) for cell in cells_for(subject.contract)]
+    results = [run_cell(subject, cell, backend=cuda_on_cpu, config=config) for cell in cells_for(subject)]
     ran = [r for r in results if r.outcome != "skipped" or "compile" not in r.message]
     starved = [(r.cell, r.message) for r in results if r.outcome == "skipped" and (
         "budget" in r.message or "compiled-class" in r.message)]

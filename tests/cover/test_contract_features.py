@@ -13,6 +13,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from tests._subjects import as_subject
 from hypothesis import find, settings
 from hypothesis.errors import NoSuchExample
 
@@ -110,8 +111,8 @@ def test_extreme_values_stay_inside_the_range_after_rounding_to_fp16():
 
 
 def test_the_extreme_cell_exists_for_ranged_subjects_only_and_cannot_be_claimed():
-    assert "values:extreme" in cells_for(contract(ROWS, MN))
-    assert "values:extreme" not in cells_for(contract({"x": Tensor(("M", "N"))}, MN))
+    assert "values:extreme" in cells_for(as_subject(contract(ROWS, MN)))
+    assert "values:extreme" not in cells_for(as_subject(contract({"x": Tensor(("M", "N"))}, MN)))
     invalid(r"values='extreme', expected value classes from .*applies to every input that declares a value_range",
             contract, ROWS, MN, values=("extreme",))
 
@@ -137,7 +138,7 @@ def test_a_running_max_that_starts_at_zero_is_caught_only_with_a_range():
     plain = {"x": Tensor(("M", "N"), dtypes=("float32",))}
     kw = dict(dims=MN, oracle=lambda x: torch.softmax(x, -1), reduces="N")
     unranged = declare(bug, inputs=plain, **kw)
-    assert "values:extreme" not in cells_for(unranged.contract)
+    assert "values:extreme" not in cells_for(unranged)
     assert cell(unranged, "layout:contiguous").outcome == "honoured", "N(0, 1) rows never show it"
     ranged = {"x": Tensor(("M", "N"), dtypes=("float32",), value_range=(-1e4, 1e4))}
     caught = cell(declare(bug, inputs=ranged, **kw), "values:extreme")

@@ -94,13 +94,13 @@ def test_declaring_a_backward_names_its_gradients_and_their_reductions():
 def test_only_a_subject_with_a_backward_gets_grad_cells():
     plain = tc.register(lambda x, weight: x * weight, name=f"cover_gradients_plain_{next(_ids)}", inputs=INPUTS,
                         dims=DIMS, oracle=oracle)
-    assert not [c for c in cells_for(plain.contract) if c.startswith("grad")]
-    grads = [c for c in cells_for(declare().contract) if c.startswith("grad")]
+    assert not [c for c in cells_for(plain) if c.startswith("grad")]
+    grads = [c for c in cells_for(declare()) if c.startswith("grad")]
     assert grads == ["grad:layout:contiguous", "grad:layout:transposed", "grad:layout:sliced", "grad:layout:padded",
-                     "grad:layout:offset", "grad:layout:broadcast", "grad:dtype:float32", "grad:memory",
-                     "grad:determinism"]
+                     "grad:layout:offset", "grad:layout:broadcast", "grad:dtype:float32", "grad:shape:non-pow2",
+                     "grad:memory", "grad:determinism"]
     atomics = declare(backward=Backward(grads=("x", "weight"), deterministic=False))
-    assert "grad:determinism" not in cells_for(atomics.contract)
+    assert "grad:determinism" not in cells_for(atomics)
     assert cell(atomics, "grad:determinism").outcome == "skipped"
 
 
@@ -126,7 +126,7 @@ def test_a_buggy_backward_is_caught_by_its_cell(bug, name, outcome, finding):
     result = cell(subject, name)
     assert (result.outcome, result.finding) == (outcome, finding), result.message
     assert result.counterexample is not None and "grad_output" in result.counterexample.tensors
-    assert subject.name in result.reproducer and "replay_gradients" in result.reproducer
+    assert f"replay({subject.module!r}, {subject.name!r}, {name!r}, example" in result.reproducer
 
 
 def test_a_write_into_grad_output_outranks_the_wrong_numbers_it_causes():
@@ -225,5 +225,37 @@ def test_a_grad_cell_says_which_draws_it_did_not_run():
     config = replace(run_config(profile="ci", max_examples=30), memory_cap=12_000)
     result = run_cell(declare(), "grad:layout:contiguous", backend=Backend(), config=config)
     assert result.outcome == "honoured", result.message
-    assert result.details["not_run"]["over the memory cap"] > 0
+    assert result.details["over_memory_discarded"] > 0 and "over the per-example memory cap" in result.message
     assert result.examples == 30 or "ended the search" in result.message, result.message
+
+
+class _PartialsFor128Programs(torch.autograd.Function):
+    """y = x * weight whose dW sums per-program partials in a buffer of 128 slots: program r writes slot r % 128,
+    so past 128 rows a later row overwrites an earlier partial instead of adding to it (``wide`` only)."""
+
+    wide_bug = False
+
+    @classmethod
+    def forward(cls, ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x * weight
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x, w = ctx.saved_tensors
+        rows = torch.arange(x.shape[0])
+        kept = rows >= x.shape[0] - 128 if cls.wide_bug else torch.ones_like(rows, dtype=torch.bool)
+        return g * w, (g * x)[kept].sum(0)
+
+
+def test_gradient_cells_draw_the_shape_classes_a_wide_batch_included():
+    wide = {"M": Dim(1, 8192), "N": Dim(1, 16)}
+    buggy = tc.register(type("Wide", (_PartialsFor128Programs,), {"wide_bug": True}), name="cover_gradients_wide_bug",
+                        inputs=INPUTS, dims=wide, oracle=oracle, backward=("x", "weight"))
+    twin = tc.register(_PartialsFor128Programs, name="cover_gradients_wide_twin", inputs=INPUTS, dims=wide,
+                       oracle=oracle, backward=("x", "weight"))
+    assert {"grad:shape:non-pow2", "grad:shape:beyond-block"} <= set(cells_for(buggy))
+    caught = cell(buggy, "grad:shape:beyond-block")
+    assert (caught.outcome, caught.finding) == ("wrong", "mismatch"), caught.message
+    assert caught.details["gradient"] == "weight" and 128 < caught.counterexample.spec["dims"]["M"] <= 4200
+    assert cell(twin, "grad:shape:beyond-block").outcome == "honoured"

@@ -98,7 +98,7 @@ def test_wide_grid_draws_over_the_allowance_are_discarded_and_counted(wide_cell)
     _, (result, record) = wide_cell
     assert result.outcome == "honoured", result.message
     over = result.details.get("over-cost_discarded", 0)
-    assert over >= 1 and f"{over} discarded (over-cost)" in result.message, result.message
+    assert over >= 1 and f"{over} discarded over the interpreter's cost allowance" in result.message, result.message
     assert result.details["interpreter_cost"]["stopped"] >= over
     # The cell never spends past its pool (by more than one program's work).
     assert result.details["interpreter_cost"]["spent"] <= SMALL.interpreter_cost + 10_000
@@ -187,7 +187,7 @@ def test_a_launch_is_stopped_after_its_first_program_when_its_projection_is_over
         with pytest.raises(OverCost) as stopped:
             _row_scale_kernel[(4096,)](x, out, 1, 1, 1, 1 << 30, BLOCK=1)
         assert meter.done == 1, "it ran the first program only"
-        assert stopped.value.discard == "over-cost" and "4,096 programs" in str(stopped.value)
+        assert stopped.value.reason == "over-cost" and "4,096 programs" in str(stopped.value)
         meter.start_example()
         _row_scale_kernel[(16,)](x, out, 1, 1, 1, 1 << 30, BLOCK=1)  # a new example: its own allowance
         assert meter.over == 1 and meter.summary()["widest_launch"] == 16

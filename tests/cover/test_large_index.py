@@ -20,6 +20,7 @@ import triton_conformance as tc
 from triton_conformance import Dim, InvalidArgument, Tensor
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.kinds import catalogue, judge_for, kind_of
+from tests._subjects import as_subject
 from triton_conformance.conformance.kinds.large_index.example import (
     EXTRA,
     LARGE,
@@ -94,7 +95,7 @@ def test_the_cell_is_skipped_with_the_reason(inputs, dims, kw, reason):
     c = contract(inputs, dims, **kw)
     assert reason in large_index_plan(c)
     kind, value = kind_of("shape:large-index")
-    assert reason in kind.skip_reason(c, value, Backend())
+    assert reason in kind.skip_reason(as_subject(c), value, Backend())
 
 
 def test_the_cell_sorts_last_among_shapes():
@@ -210,7 +211,7 @@ def test_a_row_wise_kernel_with_int32_offsets_is_caught():
     assert (result.outcome, result.finding) == ("unsafe", "oob-write"), result.message
     assert "int32 offset that wrapped" in result.message
     assert result.counterexample["dims"] == {"M": 65075387, "N": 33}
-    assert "replay_large_index" in result.reproducer
+    assert "'shape:large-index', example, device='cpu'" in result.reproducer and "example = None" in result.reproducer
 
 
 def bounded_rows_subject(wide: bool):

@@ -324,7 +324,7 @@ def test_a_torch_seeded_dropout_passes_every_stochastic_and_ordinary_cell():
     assert "seed" not in s.contract.scalars and s.contract.model.scalar_names() == ("p",)
     from triton_conformance.conformance.kinds import cells_for
 
-    cells = [c for c in cells_for(s.contract) if c.startswith("stochastic:")]
+    cells = [c for c in cells_for(s) if c.startswith("stochastic:")]
     assert len(cells) == 6
     for name in cells + ["layout:mixed", "memory"]:
         result = cell(s, name)

@@ -136,7 +136,7 @@ def test_bytes_and_flops_of_the_kernels_under_test():
     assert work(flash_attention) == (None, 4 * 4 * 2048 * 2048 * 64)
     assert work(flash_attention_causal) == (None, 4 * 4 * 64 * (2048 * 2049 // 2))  # about half
     for s in (add, gemv_textbook, matmul, flash_attention):
-        assert cells_for(s.contract)[-1] == "performance"
+        assert cells_for(s)[-1] == "performance"
 
 
 @pytest.mark.parametrize("M, N", [(1, 1), (5, 3), (3, 5), (64, 64), (7, 1)])
@@ -149,8 +149,8 @@ def test_causal_pairs_count_the_keys_each_query_may_attend(M, N):
 
 
 def test_cells_for_includes_performance_only_when_declared():
-    assert "performance" in cells_for(declare_add().contract)
-    assert "performance" not in cells_for(declare_add(performance=None, name="perf_none").contract)
+    assert "performance" in cells_for(declare_add())
+    assert "performance" not in cells_for(declare_add(performance=None, name="perf_none"))
 
 
 # %%

@@ -13,7 +13,8 @@ import torch
 import triton_conformance as tc
 from triton_conformance import Dim, Tensor
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.search.allowance import MEMORY_FRACTION, example_bytes, finding_class, memory_cap
+from triton_conformance.conformance.search.allowance import MEMORY_FRACTION, example_bytes, memory_cap
+from triton_conformance.conformance.search.engine import FindingClass
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import Finding
@@ -38,9 +39,9 @@ def test_an_example_s_bytes_follow_its_layout_span_and_the_default_cap_is_a_quar
     assert 16e6 <= example_bytes(c, plain) < 64e6  # 4 MB of input, with copies, outputs and float64 oracle
     assert example_bytes(c, padded) > example_bytes(c, plain)  # the span, not the element count
     huge = replace(plain, dims={"M": 1 << 20, "N": 1 << 12})  # a beyond-range draw of 4G elements
-    assert example_bytes(c, huge) > memory_cap(RunConfig())
-    assert RunConfig().memory_cap == MEMORY_FRACTION and memory_cap(RunConfig(memory_cap=None)) == float("inf")
-    assert memory_cap(RunConfig(memory_cap=1 << 30)) == 1 << 30
+    assert example_bytes(c, huge) > memory_cap(RunConfig().memory_cap)
+    assert RunConfig().memory_cap == MEMORY_FRACTION and memory_cap(None) == float("inf")
+    assert memory_cap(1 << 30) == 1 << 30
 
 
 def test_draws_over_the_cap_are_discarded_unrun():
@@ -99,11 +100,16 @@ def test_a_passing_cell_runs_no_second_search():
     assert len(calls) == 2 * result.examples  # two calls per example (the two sentinels), no more
 
 
-def test_the_class_of_a_finding():
+def test_the_class_of_a_finding_and_what_a_search_for_a_second_one_leaves_out():
     f = Finding("crash", "exception", "boom")
     empty = Spec(dims={"M": 0, "N": 5}, dtypes={}, layouts={})
-    assert finding_class(f, empty) == ("crash", "exception", "empty")
-    assert finding_class(f, replace(empty, dims={"M": 1, "N": 5}))[2] == "sized"
+    first = FindingClass.of(f, empty)
+    assert first.excludes(replace(empty, dims={"M": 3, "N": 0})) and not first.excludes(replace(empty, dims={"M": 3, "N": 5}))
+    assert first.same_bug(f, replace(empty, dims={"M": 0, "N": 9}))
+    assert not first.same_bug(f, replace(empty, dims={"M": 1, "N": 5}))  # the same crash at a real size: a second bug
+    at_one = FindingClass.of(f, replace(empty, dims={"M": 1, "N": 5}))
+    assert at_one.excludes(replace(empty, dims={"M": 1, "N": 9})) and not at_one.excludes(replace(empty, dims={"M": 2, "N": 5}))
+    assert at_one.same_bug(f, replace(empty, dims={"M": 2, "N": 5}))  # the same crash, sized: the same bug
 
 
 # -- running out of memory ------------------------------------------------------------
@@ -123,7 +129,7 @@ def test_an_example_that_runs_the_device_out_of_memory_is_discarded_not_blamed_o
     subject = register(double_until_the_device_is_full, {"N": Dim(1, 256)})
     r = run_cell(subject, "layout:contiguous", backend=Backend(), config=RunConfig(max_examples=30))
     assert r.outcome == "honoured", r.message
-    assert r.details["device-memory_discarded"] > 0 and "discarded (device-memory)" in r.message
+    assert r.details["device-memory_discarded"] > 0 and "discarded for running the machine out of memory" in r.message
     # The same exception for any other reason than memory is still the kernel's crash.
     def raises_a_runtime_error(x):
         if x.shape[0] > 48:
@@ -161,7 +167,7 @@ def test_a_gradient_example_out_of_memory_is_a_discard():
     subject = register(DoubleOutOfMemoryInBackward, {"N": Dim(1, 256)}, backward=True)
     r = run_cell(subject, "grad:layout:contiguous", backend=Backend(), config=RunConfig(max_examples=30))
     assert r.outcome == "honoured", r.message
-    assert "discarded (device-memory)" in r.message and r.details["device-memory_discarded"] > 0
+    assert "discarded for running the machine out of memory" in r.message and r.details["device-memory_discarded"] > 0
 
 
 def test_inputs_that_do_not_fit_the_device_are_a_discard(monkeypatch):

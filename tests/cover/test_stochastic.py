@@ -13,7 +13,9 @@ import torch
 from triton_conformance import Dim, Dropout, InvalidContract, Scalar, Tensor, register
 from triton_conformance.conformance.kinds import catalogue, cells_for, stochastic_plan
 from triton_conformance.conformance.runner import run_cell
-from triton_conformance.conformance.replay import replay_stochastic
+from triton_conformance.conformance.replay import replay
+from triton_conformance.conformance.search.policy import SearchPolicy
+from triton_conformance.model.config import run_config
 from triton_conformance.conformance.kinds.stochastic.checks import check_stochastic_output
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.conformance.kinds.stochastic.designs import lag_pairs
@@ -110,7 +112,7 @@ def test_contract_requires_the_models_arguments_as_scalars():
 
 
 def test_a_stochastic_subject_gets_the_stochastic_cells_and_no_determinism_cell():
-    cells = cells_for(declare().contract)
+    cells = cells_for(declare())
     assert [c for c in cells if c.startswith("stochastic:")] == [
         "stochastic:rate", "stochastic:values", "stochastic:edges", "stochastic:reproducibility",
         "stochastic:seeds", "stochastic:independence"]
@@ -125,7 +127,7 @@ def test_a_stochastic_subject_gets_the_stochastic_cells_and_no_determinism_cell(
 
 
 def test_plan_splits_alpha_over_every_check_and_sizes_have_the_stated_power():
-    plan = stochastic_plan(declare().contract)
+    plan = stochastic_plan(declare())
     assert plan.alpha_check * plan.checks == pytest.approx(plan.alpha_run)
     assert plan.checks > 150  # the ordinary cells' per-example rate tests are counted
     for q, n in plan.rate_trials.items():
@@ -158,12 +160,14 @@ def test_binomial_homogeneity_accepts_equal_rates_and_rejects_one_odd_group():
 
 # %% The cells, on torch dropouts -------------------------------------------
 
+# Not derandomized: each run_cell(seed=) draws its designs' seeds from that seed and the cell's name.
+FRESH_SEEDS = run_config(profile="dev")
 CELLS = ("rate", "values", "edges", "reproducibility", "seeds", "independence")
 
 
 @pytest.mark.parametrize("cell", CELLS)
 def test_correct_dropout_passes_every_stochastic_cell(cell):
-    result = run_cell(declare(), f"stochastic:{cell}", seed=11)
+    result = run_cell(declare(), f"stochastic:{cell}", config=FRESH_SEEDS, seed=11)
     assert result.outcome == "honoured", result.message
 
 
@@ -178,10 +182,13 @@ def test_correct_dropout_passes_every_stochastic_cell(cell):
     ("position-rate", "independence", "not-independent"),
 ])
 def test_each_planted_bug_is_caught_by_its_cell(bug, cell, finding):
-    result = run_cell(declare(bug), f"stochastic:{cell}", seed=5)
+    result = run_cell(declare(bug), f"stochastic:{cell}", config=FRESH_SEEDS, seed=5)
     assert (result.outcome, result.finding) == ("wrong", finding), result.message
-    assert "seed=5" in result.message and result.counterexample["seed"] == 5
-    assert "replay_stochastic(" in result.reproducer
+    seed = result.counterexample["seed"]
+    assert seed == SearchPolicy.of(FRESH_SEEDS, 5).seed_for(result.subject, result.cell)
+    assert f"seed={seed}" in result.message
+    assert f"replay({__name__!r}, {result.subject!r}, {result.cell!r}, example, " in result.reproducer
+    assert f"example = {seed}" in result.reproducer
     if cell in ("rate", "seeds", "independence"):
         rejected = [t for t in result.details["tests"] if t["rejected"]]
         assert rejected and all(t["p_value"] < result.details["alpha_check"] for t in rejected)
@@ -192,7 +199,7 @@ def test_a_clock_seeded_kernel_is_irreproducible():
     calls = iter(range(10**6))
     subject = declare(name="torch_dropout_clock")
     object.__setattr__(subject, "launcher", lambda x, p, seed: torch_dropout(x, p, seed + next(calls)))
-    result = run_cell(subject, "stochastic:reproducibility", seed=1)
+    result = run_cell(subject, "stochastic:reproducibility", config=FRESH_SEEDS, seed=1)
     assert (result.outcome, result.finding) == ("wrong", "irreproducible"), result.message
 
 
@@ -202,18 +209,18 @@ def test_p_equal_one_must_be_rejected_cleanly_when_the_contract_excludes_it():
 
     subject = declare(name="torch_dropout_accepts_one")
     object.__setattr__(subject, "launcher", accepts_one)
-    result = run_cell(subject, "stochastic:edges", seed=1)
+    result = run_cell(subject, "stochastic:edges", config=FRESH_SEEDS, seed=1)
     assert (result.outcome, result.finding) == ("wrong", "accepted-out-of-contract"), result.message
     admitting = declare(name="torch_dropout_p_closed", scalars={"p": Scalar(0.0, 1.0),
                                                                 "seed": Scalar(0, MAX_SEED, kind="int")})
     object.__setattr__(admitting, "launcher", accepts_one)
-    assert run_cell(admitting, "stochastic:edges", seed=1).outcome == "honoured"
+    assert run_cell(admitting, "stochastic:edges", config=FRESH_SEEDS, seed=1).outcome == "honoured"
 
 
 def test_replay_reruns_the_cell_and_raises_while_it_fails(capsys):
     declare("seed-ignored", name="torch_dropout_replayed")
     with pytest.raises(AssertionError, match="seed-dependence"):
-        replay_stochastic(__name__, "torch_dropout_replayed", "stochastic:seeds", seed=3)
+        replay(__name__, "torch_dropout_replayed", "stochastic:seeds", 3)
     assert "REJECT agreement of the masks" in capsys.readouterr().out
 
 
@@ -222,7 +229,7 @@ def test_ordinary_cells_check_each_example_against_the_model():
     x = torch.rand(4000, dtype=torch.float64) + 0.5
     ref = x.clone()
     bound = default_bound(out_dtype="float32", scale=4.0)
-    alpha = stochastic_plan(subject.contract).alpha_check
+    alpha = stochastic_plan(subject).alpha_check
     good = torch_dropout(x.float(), 0.3, 7)
     assert check_stochastic_output(subject, good, ref, {"p": 0.3, "seed": 7}, bound, alpha) is None
     inverted = torch_dropout(x.float(), 0.3, 7, bug="inverted")
@@ -235,9 +242,9 @@ def test_ordinary_cells_check_each_example_against_the_model():
 def test_the_correct_kernels_p_values_stay_far_above_alpha_over_seeds():
     # A sanity check of the null distribution; bench/stochastic_flakiness.py measures it at scale.
     subject = declare()
-    smallest = min(min(t["p_value"] for t in run_cell(subject, "stochastic:rate", seed=s)
+    smallest = min(min(t["p_value"] for t in run_cell(subject, "stochastic:rate", config=FRESH_SEEDS, seed=s)
                        .details["tests"]) for s in range(5))
-    assert smallest > stochastic_plan(subject.contract).alpha_check
+    assert smallest > stochastic_plan(subject).alpha_check
     assert math.isfinite(smallest)
 
 
@@ -253,10 +260,10 @@ def test_a_mask_that_depends_on_the_sign_is_caught_when_f_keeps_negatives_visibl
     identity = {"oracle": lambda x, p, seed: x.clone(), "family": "torch_plain_dropout"}
     good = declare(name="torch_plain_dropout", **identity)
     object.__setattr__(good, "launcher", plain)
-    assert run_cell(good, "stochastic:independence", seed=2).outcome == "honoured"
+    assert run_cell(good, "stochastic:independence", config=FRESH_SEEDS, seed=2).outcome == "honoured"
     bad = declare(name="torch_plain_dropout_sign_biased", **identity)
     object.__setattr__(bad, "launcher", sign_biased)
-    result = run_cell(bad, "stochastic:independence", seed=2)
+    result = run_cell(bad, "stochastic:independence", config=FRESH_SEEDS, seed=2)
     assert (result.outcome, result.finding) == ("wrong", "not-independent")
     assert any(t["rejected"] and "value" in t["description"] for t in result.details["tests"])
 
@@ -297,11 +304,11 @@ def test_data_driven_probabilities_get_poisson_binomial_tests_that_catch_a_biase
                 scalars={"seed": Scalar(0, MAX_SEED, kind="int")}, oracle=lambda x, seed: x.clone(),
                 model=StochasticRounding(), deterministic=False, family="torch_rounding")
     good = register(lambda x, seed: rounder(x, seed), name="torch_rounding", **decl)
-    assert "stochastic:edges" not in cells_for(good.contract)
+    assert "stochastic:edges" not in cells_for(good)
     for cell in ("rate", "seeds", "independence"):
-        result = run_cell(good, f"stochastic:{cell}", seed=4)
+        result = run_cell(good, f"stochastic:{cell}", config=FRESH_SEEDS, seed=4)
         assert result.outcome == "honoured", result.message
     assert result.details["tests"][0]["test"] == "poisson-binomial"
     biased = register(lambda x, seed: rounder(x, seed, bias=0.02), name="torch_rounding_biased", **decl)
-    result = run_cell(biased, "stochastic:rate", seed=4)
+    result = run_cell(biased, "stochastic:rate", config=FRESH_SEEDS, seed=4)
     assert (result.outcome, result.finding) == ("wrong", "rate-mismatch"), result.message

@@ -20,7 +20,7 @@ def stochastic_cells():
     cases = []
     for name, module in SUBJECTS.items():
         importlib.import_module(module)
-        cases += [(name, c) for c in cells_for(get_subject(name).contract) if c.startswith("stochastic:")]
+        cases += [(name, c) for c in cells_for(get_subject(name)) if c.startswith("stochastic:")]
     return cases
 
 
@@ -40,5 +40,5 @@ def test_honours_ordinary_cells_under_its_model(name, cell, backend, kernels):
 
 
 def test_edges_apply_only_where_the_model_has_a_probability_argument(kernels):
-    assert "stochastic:edges" in cells_for(get_subject("relu_dropout").contract)
-    assert "stochastic:edges" not in cells_for(get_subject("stochastic_round_bf16").contract)
+    assert "stochastic:edges" in cells_for(get_subject("relu_dropout"))
+    assert "stochastic:edges" not in cells_for(get_subject("stochastic_round_bf16"))

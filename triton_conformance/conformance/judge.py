@@ -19,15 +19,15 @@ from __future__ import annotations
 import functools
 import os
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import torch
 
+from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
-from triton_conformance.oracles.comparison import compare
 from triton_conformance.oracles.tolerance import Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "rejection"]
@@ -103,13 +103,13 @@ def clean_rejection(exc: BaseException) -> bool:
 class Judge:
     """Judges one subject's outputs on one back end.
 
-    ``example_alpha``: for a stochastic subject, the level of the per-example
-    rate test (its Bonferroni share of the run's false-positive rate).
+    ``options``: what the cell kinds ask of the subject's judging rule (a stochastic subject's
+    ``example_alpha``, the level of its per-example rate test).
     """
 
     subject: Subject
     on_cuda: bool = False
-    example_alpha: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     # -- the oracle -------------------------------------------------------
     def _call(self, what: str, fn: Any, inputs: Mapping[str, Any], scalars: Mapping[str, Any]) -> tuple:
@@ -151,22 +151,27 @@ class Judge:
         return ref
 
     # -- the tolerance ----------------------------------------------------
-    def bound(self, dims: Mapping[str, int], dtypes: Mapping[str, str], out: Any, ref: Any, scale: Any = None):
+    def bound(self, dims: Mapping[str, int], dtypes: Mapping[str, str], out: Any, ref: Any, scale: Any = None, *,
+              reduction: int | None = None, accumulate: Any = None):
         """The :class:`~triton_conformance.oracles.tolerance.Bound` for ``out`` against ``ref``.
 
         ``scale``: the elementwise magnitude errors scale with (the subject's
-        ``error_scale``), default the largest finite ``|ref|``.
+        ``error_scale``), default the largest finite ``|ref|``.  ``reduction`` /
+        ``accumulate``: the terms summed into each element and the dtype they are
+        summed in, where they are not the contract's (a gradient's own).
         """
         contract = self.subject.contract
         out_dtype = str(out.dtype).replace("torch.", "")
-        reduction = dims.get(contract.reduces, 1) if contract.reduces else 1
+        if reduction is None:
+            reduction = dims.get(contract.reduces, 1) if contract.reduces else 1
         if scale is None:
             finite = ref[torch.isfinite(ref)]
             scale = float(finite.abs().max()) if finite.numel() else 1.0
         # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
         tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
         # The accumulation dtype: the declared one, or the example's input dtype (accumulate="input" or a mapping).
-        accumulate = contract.accumulation(dtypes)
+        if accumulate is None:
+            accumulate = contract.accumulation(dtypes)
         bound = default_bound(out_dtype=out_dtype, accumulate=accumulate, reduction=reduction, scale=scale,
                               tf32=tf32)
         tol = contract.tolerance
@@ -195,26 +200,73 @@ class Judge:
             if len(scales) != len(refs):  # a mistake in the declaration, said as one
                 raise OracleError("error_scale", ValueError(
                     f"it returned {len(scales)} scale(s) for the oracle's {len(refs)} output(s), expected one each"))
-        lowps = None
+        rule = rule_for(self.subject)
+        lowps: list = []  # the oracle in the inputs' own dtype, evaluated once if a rule asks for it
+
+        def lowp(i: int) -> Any:
+            if not lowps:
+                lowps.append(self.oracle(inputs, scalars, in_input_dtype=True))
+            return self.mask_policy(inputs, lowps[0][i].to(torch.float64))
+
         for i, (out, ref) in enumerate(zip(outputs, refs)):
             if not isinstance(out, torch.Tensor):
                 return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
             ref = self.mask_policy(inputs, ref.to(torch.float64))
             scale = scales[i].abs().to(torch.float64) if isinstance(scales[i], torch.Tensor) else scales[i]
-            bound = self.bound(dims, dtypes, out, ref, scale)
-            if contract.model is not None:
-                from triton_conformance.conformance.kinds.stochastic.checks import check_stochastic_output
-
-                found = check_stochastic_output(self.subject, out, ref, scalars, bound, self.example_alpha)
-                if found is not None:
-                    return found
-                continue
-            lowp = None
-            if bound.reference_k is not None:
-                lowps = lowps or self.oracle(inputs, scalars, in_input_dtype=True)
-                lowp = self.mask_policy(inputs, lowps[i].to(torch.float64))
             name = where + (f"output[{i}]" if len(outputs) > 1 else "output")
-            mismatch = compare(out, ref, bound, lowp=lowp, name=name)
-            if mismatch is not None:
-                return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())
+            found = rule.check(OutputCheck(out=out, ref=ref, bound=self.bound(dims, dtypes, out, ref, scale), name=name,
+                                           inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i)))
+            if found is not None:
+                return found
+        return None
+
+    # -- gradients --------------------------------------------------------
+    def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any]) -> tuple:
+        """Float64 autograd of the oracle on copies of ``inputs``: the declared gradients of the output
+        backpropagating ``grad_output`` (zeros for an input the oracle's output does not depend on)."""
+        names = self.subject.contract.backward.grads
+        copies = self.as_float64(inputs)
+        for n in names:
+            copies[n].requires_grad_(True)
+        try:
+            with torch.enable_grad():
+                ref = as_tuple(self.subject.contract.oracle(**copies, **scalars))[0]
+                grads = torch.autograd.grad(ref, [copies[n] for n in names], grad_outputs=grad_output,
+                                            allow_unused=True)
+        except Exception as exc:  # noqa: BLE001 - an error in the user's own reference is theirs
+            raise_if_out_of_memory(exc, "in the oracle's float64 autograd")
+            raise OracleError("oracle's float64 autograd", exc) from None
+        return tuple(torch.zeros_like(copies[n]) if g is None else g for n, g in zip(names, grads))
+
+    def compare_gradients(self, inputs: Mapping[str, Any], grad_output: Any, dims: Mapping[str, int],
+                          dtypes: Mapping[str, str], scalars: Mapping[str, Any], grads: tuple) -> Finding | None:
+        """A Finding if the backward's ``grads`` (for ``inputs`` and the float64 ``grad_output``) break the
+        contract, else None.  Each gradient is bounded as an output is, with the terms its own reduction
+        sums (``Contract.grad_reduction``: dW sums over the rows) in its own accumulation dtype."""
+        contract = self.subject.contract
+        backward = contract.backward
+        refs = self.oracle_gradients(inputs, grad_output, scalars)
+        scales: dict[str, Any] = {}
+        if backward.error_scale is not None:
+            try:
+                with torch.no_grad():
+                    scales = dict(backward.error_scale(**self.as_float64(inputs), grad_output=grad_output, **scalars))
+            except Exception as exc:  # noqa: BLE001 - an error in the user's own declaration is theirs
+                raise OracleError("backward error_scale", exc) from None
+        for name, grad, ref in zip(backward.grads, grads, refs):
+            if grad is None:
+                return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
+                               "for an input the contract says gets one)", {"gradient": name})
+            scale = scales.get(name)
+            if isinstance(scale, torch.Tensor):
+                scale = scale.abs().to(torch.float64)
+            reduction = contract.grad_reduction(name, dims)
+            bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
+                               accumulate=contract.grad_accumulation(name, dtypes))
+            found = rule_for(self.subject).check(OutputCheck(out=grad.detach(), ref=ref.detach(), bound=bound,
+                                                             name=f"grad {name}", inputs=inputs, scalars=scalars,
+                                                             judge=self))
+            if found is not None:
+                return replace(found, message=f"{found.message} (reduction {reduction} terms)",
+                               details={**found.details, "gradient": name, "reduction": reduction})
         return None

@@ -1,74 +1,67 @@
-"""What a reproducer calls: rebuild a failing example and judge it again, as its cell did.
+"""What every reproducer calls: run one example of a cell again, as its cell did, and say the verdict.
 
-Each function imports the subject's module, runs the example on the back end
-named by ``device``, prints what it found, and raises AssertionError if the
-example still fails.  Every one runs under the cell's own guards, poison and
-sentinels, so a memory bug reproduces as the verdict, never as a crash first.
+:func:`replay` imports the subject's module, finds the cell's kind, and asks
+it to run the example again (:meth:`~.kinds.base.CellKind.replay`): a spec
+through the same example runner the search used, under the same guards,
+poison and sentinels (so a memory bug reproduces as the verdict, never as a
+crash first); a design's seed for a stochastic cell; the fixed example of the
+large-index cell.  It prints the example's tensors and the verdict, and raises
+AssertionError if the example still fails.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from triton_conformance.conformance.backend import current_backend
-from triton_conformance.conformance.battery.forward import run_example
-from triton_conformance.conformance.kinds import judge_for, stochastic_plan
-from triton_conformance.conformance.kinds.large_index.example import run_large_index_example
-from triton_conformance.conformance.kinds.stochastic import run_stochastic_cell
+from triton_conformance.conformance.kinds import CellContext, judge_for, kind_of, subject_scopes
+from triton_conformance.conformance.search.allowance import Allowance
+from triton_conformance.conformance.search.policy import SearchPolicy
+from triton_conformance.model.cells import cell_id
+from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import Finding
-from triton_conformance.model.spec import Spec
-from triton_conformance.model.subject import get_subject
-from triton_conformance.strategies._internal.tensors import build_inputs
+from triton_conformance.model.spec import Spec, strides_for
+from triton_conformance.model.subject import Subject, get_subject
 
-__all__ = ["replay", "replay_stochastic", "replay_large_index"]
+__all__ = ["replay", "replay_context"]
 
 
-def _subject_and_backend(module: str, name: str, device: str):  # noqa: ANN202
+def replay_context(subject: Subject, cell: str, backend: Any, config: RunConfig | None = None) -> CellContext:
+    """A context to run one example of ``subject``'s ``cell`` in, outside any search (no budgets)."""
+    config = config or RunConfig(device="cuda" if backend.compiles else "interpreter")
+    policy = SearchPolicy.of(config)
+    return CellContext(subject=subject, cell=cell, backend=backend, config=config,
+                       judge=judge_for(subject, backend), policy=policy,
+                       allowance=Allowance(memory_cap=policy.memory_cap, shrink_calls=policy.shrink_calls))
+
+
+def _print_tensors(subject: Subject, spec: Spec) -> None:
+    for name, decl in subject.contract.inputs.items():
+        shape = tuple(spec.dims[s] for s in decl.shape)
+        strides, offset, _ = strides_for(shape, spec.layout(name))
+        print(f"{name}: shape={shape} stride={strides} offset={offset} dtype={spec.dtypes.get(name)}")
+
+
+def replay(module: str, name: str, cell: str, example: Any = None, *, device: str = "cpu",
+           check: bool = True) -> Finding | str:
+    """Run ``example`` of subject ``name``'s ``cell`` again (``device``: ``"cpu"`` for the interpreter, or a
+    CUDA device); print the verdict.  With ``check``, raise AssertionError carrying the finding if it still
+    fails.  Returns the Finding, or the word the example passed with (``"honoured"``, ``"rejected"``...)."""
     importlib.import_module(module)
-    return get_subject(name), current_backend("cuda" if device.startswith("cuda") else "interpreter")
-
-
-def replay(module: str, name: str, spec: Spec | dict, *, device: str = "cpu", determinism: bool = False,
-           check: bool = True):
-    """Rebuild ``spec``'s inputs and re-run the battery on them: the same guards, poison and sentinels.
-
-    ``determinism``: also compare repeated calls bit for bit, as the determinism
-    cell does.  Prints each input's shape, strides and offset, and the verdict.  With
-    ``check``, raises AssertionError carrying the finding if the example still
-    fails.  Returns ``(inputs, verdict)``: the inputs as the launcher saw them,
-    and ``"honoured"``, ``"rejected"`` or the Finding.
-    """
-    subject, backend = _subject_and_backend(module, name, device)
-    spec = spec if isinstance(spec, Spec) else Spec.from_dict(spec)
-    built = build_inputs(subject.contract, spec, device=backend.device)
-    for n, t in built.views.items():
-        print(f"{n}: shape={tuple(t.shape)} stride={t.stride()} offset={t.storage_offset()} dtype={t.dtype}")
-    verdict = run_example(subject, spec, backend, judge_for(subject, backend), determinism=determinism)
-    print(f"verdict: {verdict if isinstance(verdict, str) else verdict.outcome + ' / ' + verdict.kind}")
-    if check and isinstance(verdict, Finding):
-        raise AssertionError(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
-    return built.views, verdict
-
-
-def replay_stochastic(module: str, name: str, cell: str, *, seed: int, device: str = "cpu"):
-    """Re-run a stochastic cell with the seed of a failure; raise AssertionError if it fails again."""
-    subject, backend = _subject_and_backend(module, name, device)
-    result = run_stochastic_cell(subject, cell, seed=seed, plan=stochastic_plan(subject.contract), backend=backend)
-    for t in result.details.get("tests", []):
-        print(f"{'REJECT' if t['rejected'] else 'ok    '} {t['description']}: observed {t['statistic']:.6g}, "
-              f"expected {t['expected']:.6g}, n={t['n']}, p-value={t['p_value']:.3g}")
-    print(f"{name}[{cell}]: {result.outcome} {result.message}")
-    if not result.passed:
-        raise AssertionError(f"{name}: {result.outcome} ({result.finding}): {result.message}")
-    return result
-
-
-def replay_large_index(module: str, name: str, device: str = "cpu", *, check: bool = True):
-    """Run the large-index example of subject ``name``; print the verdict, raise AssertionError if it fails."""
-    subject, backend = _subject_and_backend(module, name, device)
-    verdict = run_large_index_example(subject, backend, judge_for(subject, backend))
-    print(f"verdict: {verdict if isinstance(verdict, str) else verdict.outcome + ' / ' + verdict.kind}: "
-          f"{getattr(verdict, 'message', '')}")
+    subject = get_subject(name)
+    backend = current_backend("cuda" if device.startswith("cuda") else "interpreter")
+    kind, value = kind_of(cell)
+    context = replay_context(subject, cell, backend)
+    if isinstance(example, dict) and "dims" in example:
+        example = Spec.from_dict(example)
+    if isinstance(example, Spec):
+        _print_tensors(subject, example)
+    with subject_scopes(context):
+        verdict = kind.replay(context, value, example)
+    words = verdict if isinstance(verdict, str) else f"{verdict.outcome} / {verdict.kind}: {verdict.message}"
+    print(f"{cell_id(subject.name, cell)} at {getattr(example, 'dims', example)}")
+    print(f"verdict: {words}")
     if check and isinstance(verdict, Finding):
         raise AssertionError(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
     return verdict

@@ -2,18 +2,22 @@
 
 Every kind reports through these few constructors, so a result always names
 its subject, family, cell and known-bug flag the same way; the runner adds
-the duration and the compile count.  Every reproducer starts with the same
-header and back-end prelude, then calls the kind's own replay function.
+the duration and the compile count.  Every reproducer is the same script: a
+header naming the failure, the back end's prelude, then one call of
+:func:`..replay.replay` with the cell and its example (a spec, a design's
+seed, or nothing for a cell with one fixed example).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
+from triton_conformance.model.cells import cell_id
+from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
+from triton_conformance.model.spec import Spec, strides_for
 from triton_conformance.model.subject import Subject
 
-__all__ = ["cell_result", "skipped", "failed", "reproducer_script", "reproducer"]
+__all__ = ["cell_result", "skipped", "failed", "reproducer", "counterexample"]
 
 
 def cell_result(subject: Subject, cell: str, outcome: str, message: str = "", **fields: Any) -> CellResult:
@@ -36,24 +40,29 @@ def failed(subject: Subject, cell: str, finding: Finding, *, counterexample: Cou
                        counterexample=counterexample, reproducer=reproducer, **fields)
 
 
-def reproducer_script(subject: Subject, cell: str, finding: Finding, backend: Any, body: str) -> str:
-    """A runnable script: a header naming the failure, the back end's prelude, then ``body``."""
-    message = finding.message.splitlines()[0][:300] if finding.message else ""
-    return (f"# {subject.name}[{cell}]: {finding.outcome} ({finding.kind})\n# {message}\n"
-            f"{backend.prelude()}{body}")
+def counterexample(subject: Subject, spec: Spec, extra: dict[str, TensorView] | None = None) -> Counterexample:
+    """The spec, with each input's real shape, strides and storage offset (and ``extra`` tensors)."""
+    tensors = {}
+    for name, decl in subject.contract.inputs.items():
+        shape = tuple(spec.dims[s] for s in decl.shape)
+        strides, offset, _ = strides_for(shape, spec.layout(name))
+        tensors[name] = TensorView(shape=shape, strides=strides, storage_offset=offset, dtype=spec.dtypes[name])
+    return Counterexample(spec.to_dict(), {**tensors, **(extra or {})})
 
 
-_REPLAY = '''\
+_BODY = '''\
 from triton_conformance.conformance.replay import replay
 from triton_conformance.strategies import Layout, Spec
 
-spec = {spec!r}
-inputs, verdict = replay({module!r}, {subject!r}, spec, device={device!r}{extra})
+example = {example!r}
+replay({module!r}, {subject!r}, {cell!r}, example, device={device!r})
 '''
 
 
-def reproducer(subject: Subject, cell: str, spec: Any, finding: Finding, backend: Any) -> str:
-    """The reproducer of a searched example: rebuild the exact tensors and re-run the cell's checks on them."""
-    extra = ", determinism=True" if cell == "determinism" else ""
-    body = _REPLAY.format(spec=spec, module=subject.module, subject=subject.name, device=backend.device, extra=extra)
-    return reproducer_script(subject, cell, finding, backend, body)
+def reproducer(subject: Subject, cell: str, backend: Any, example: Any, finding: Finding) -> str:
+    """A runnable script that runs ``example`` of ``subject``'s ``cell`` again on ``backend``, under the cell's
+    own checks (``example``: a spec, a design's seed, or None for a cell with one fixed example)."""
+    message = finding.message.splitlines()[0][:300] if finding.message else ""
+    body = _BODY.format(example=example, module=subject.module, subject=subject.name, cell=cell,
+                        device=backend.device)
+    return f"# {cell_id(subject.name, cell)}: {finding.outcome} ({finding.kind})\n# {message}\n{backend.prelude()}{body}"

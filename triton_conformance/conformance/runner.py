@@ -1,26 +1,36 @@
-"""Run one contract cell: find its kind, check it applies, run it within its share of the compile budget.
+"""Run one contract cell: find its kind, check it applies, run it within the cell's allowance.
 
 The kind does the work (:mod:`.kinds`); this module adds what every cell
-shares: the skip, the compile count against the subject's budget, on the
-interpreter the cost allowance of interpreted work (:mod:`.interpreter_cost`), the
-duration, an oracle that raises (a mistake in the declaration, not a
-verdict about the kernel), and the ``cell_finished`` event.
+shares: the skip, one :class:`~.search.allowance.Allowance` (the cell's share
+of the subject's compile budget on CUDA, its interpreted work on the
+interpreter, the memory cap, the shrink calls), every kind's scope for the
+subject's cells, the duration, an oracle that raises (a mistake in the
+declaration, not a verdict about the kernel), and the ``cell_finished`` event.
 """
 
 from __future__ import annotations
 
-import contextlib
+import math
 import time
 from dataclasses import replace
 
-from triton_conformance.conformance.kinds.autotune.tuning import quick_benchmarks, tuners_for
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.search.compiles import BudgetExhausted, CellCompiles, counting_compiles
-from triton_conformance.conformance.search.interpreter_cost import cost_details, metering_cell
 from triton_conformance.conformance.judge import OracleError
-from triton_conformance.conformance.kinds import CellContext, cells_for, judge_for, kind_of
+from triton_conformance.conformance.kinds import (
+    CellContext,
+    cells_for,
+    judge_for,
+    kind_of,
+    registered_kinds,
+    subject_scopes,
+)
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
 from triton_conformance.conformance.results import cell_result, skipped
+from triton_conformance.conformance.search.allowance import Allowance
+from triton_conformance.conformance.search.compiles import CellCompiles, counting_compiles
+from triton_conformance.conformance.search.discards import ExampleDiscarded
+from triton_conformance.conformance.search.interpreter_cost import cost_details, metering_cost
+from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.subject import Subject
@@ -31,33 +41,23 @@ __all__ = ["run_cell"]
 def _later_cells(subject: Subject, cell: str, backend: Backend) -> tuple[tuple[str, bool], ...]:
     """The cells of ``subject`` after ``cell`` (in catalogue order, the order a run takes) that apply on
     ``backend``, each as (the kernels its classes compile, whether it can steer into compiled classes):
-    the fair share of the compile budget keeps a class for each (:class:`~.compiles.CellCompiles`)."""
-    cells = cells_for(subject.contract)
+    the fair share of the compile budget keeps a class for each (:class:`~.search.compiles.CellCompiles`)."""
+    cells = cells_for(subject)
     later = cells[cells.index(cell) + 1:] if cell in cells else []
     applying = []
     for later_cell in later:
         kind, value = kind_of(later_cell)
-        if kind.skip_reason(subject.contract, value, backend) is None:
+        if kind.skip_reason(subject, value, backend) is None:
             applying.append((kind.kernels, kind.steers))
     return tuple(applying)
 
 
-def _tuning_quickly(subject: Subject, backend: Backend):  # noqa: ANN202 - a context manager
-    """On CUDA, the subject's autotuners rank configs in a few timed runs (:func:`.autotune.quick_benchmarks`)."""
-    if not backend.compiles:
-        return contextlib.nullcontext()
-    return quick_benchmarks(tuners_for(subject))
-
-
-def _compile_budget(subject: Subject, backend: Backend, config: RunConfig) -> int | None:
-    """The subject's compile budget on a compiling back end: the profile's, times the most configs of any
-    of its autotuners (a real tuner compiles every config of a new specialization to time them), and
-    twice that for a subject with a backward (its gradient cells compile backward kernels)."""
-    if not backend.compiles or config.compile_budget is None:
+def _compile_budget(subject: Subject, backend: Backend, policy: SearchPolicy) -> int | None:
+    """The subject's compile budget on a compiling back end: the profile's, times what every kind needs
+    for the subject's kernels (an autotuner's configs, a backward's family)."""
+    if not backend.compiles or policy.compile_budget is None:
         return None
-    configs = [len(getattr(tuner, "configs", ()) or ()) for tuner in tuners_for(subject)]
-    families = 2 if subject.contract.backward is not None else 1  # a backward's kernels are a family of their own
-    return config.compile_budget * max([1, *configs]) * families
+    return policy.compile_budget * math.prod(kind.budget_factor(subject) for kind in registered_kinds())
 
 
 def run_cell(
@@ -73,31 +73,38 @@ def run_cell(
 
     - ``backend``: where kernels run (default: the interpreter).
     - ``config``: the run's :class:`RunConfig` (profile, compile budget, examples).
-    - ``seed``: a Hypothesis seed (or a stochastic design's), for profiles that are not derandomized.
+    - ``seed``: the run's seed, instead of ``config.seed`` (each search's seed is drawn from it and the
+      cell's name, :meth:`~.search.policy.SearchPolicy.seed_for`); ignored by a derandomized profile.
     - ``observer``: told of each example and of the cell's end (a flight recorder, a benchmark).
     """
     backend = backend or Backend()
     config = config or RunConfig()
     kind, value = kind_of(cell)
     started = time.perf_counter()
-    reason = kind.skip_reason(subject.contract, value, backend)
+    reason = kind.skip_reason(subject, value, backend)
     compiled = None
     if reason is not None:
         result = skipped(subject, cell, reason)
     else:
-        budget = _compile_budget(subject, backend, config)
+        policy = SearchPolicy.of(config, seed)
+        budget = _compile_budget(subject, backend, policy)
         later = _later_cells(subject, cell, backend) if budget else ()
         share = CellCompiles(subject.name, budget, later, kernels=kind.kernels, steers=kind.steers)
-        context = CellContext(subject=subject, cell=cell, backend=backend, config=config, seed=seed,
-                              observer=observer, judge=judge_for(subject, backend), compile_budget=budget,
-                              compiles=share if backend.compiles else None)
+        metered = not backend.compiles and kind.interpreter_cost
         with counting_compiles(enabled=backend.compiles, subject=subject.name, budget=budget,
-                               counter=share) as compiles, metering_cell(kind, context) as (context, meter):
+                               counter=share) as compiles, \
+                metering_cost(policy.interpreter_cost, policy.interpreter_example_cost, policy.examples,
+                              subject=subject.name, enabled=metered) as meter:
+            allowance = Allowance(memory_cap=policy.memory_cap, shrink_calls=policy.shrink_calls,
+                                  compiles=share if backend.compiles else None, meter=meter)
+            context = CellContext(subject=subject, cell=cell, backend=backend, config=config,
+                                  judge=judge_for(subject, backend), policy=policy, allowance=allowance,
+                                  observer=observer)
             try:
-                with _tuning_quickly(subject, backend):
+                with subject_scopes(context):
                     result = kind.run(context, value)
-            except BudgetExhausted as exc:  # an unsearched cell whose one example a budget could not pay for
-                result = skipped(subject, cell, f"{exc.spent}: {exc}")
+            except ExampleDiscarded as exc:  # an unsearched cell whose one example a budget could not pay for
+                result = skipped(subject, cell, f"{exc.skips}: {exc}")
             except OracleError as exc:
                 result = cell_result(subject, cell, "oracle-error", str(exc), finding="oracle-raised",
                                      details={"traceback": exc.traceback})

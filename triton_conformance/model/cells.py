@@ -13,7 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["CellClass", "Dimension", "Catalogue", "split_cell"]
+__all__ = ["CellClass", "Dimension", "Catalogue", "cell_id", "split_cell"]
+
+
+def cell_id(subject: str, cell: str) -> str:
+    """How a cell is named everywhere (matrix, messages, ``--conformance-cell``): ``"add[layout:transposed]"``."""
+    return f"{subject}[{cell}]"
 
 
 def split_cell(cell: str) -> tuple[str, str]:

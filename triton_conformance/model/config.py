@@ -87,14 +87,22 @@ def parse_budget(value: Any, where: str = "compile budget") -> int | None:
     return n
 
 
+# RunConfig's compile_budget when none is given: the profile's own.
+PROFILE_BUDGET = "profile"
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything a cell's run depends on besides the subject: the same in every process of a run."""
+    """Everything a cell's run depends on besides the subject: the same in every process of a run.
+
+    ``compile_budget``: new specializations a subject may compile on CUDA; the profile's unless
+    given (None: no limit).
+    """
 
     device: str = "interpreter"
     profile: Profile = PROFILES["ci"]
     seed: int | None = None
-    compile_budget: int | None = None
+    compile_budget: int | None = PROFILE_BUDGET  # type: ignore[assignment]
     timeout: float | None = 300.0
     isolation: str = "process"
     max_examples: int | None = None
@@ -108,6 +116,8 @@ class RunConfig:
             raise ConformanceUsageError(f"RunConfig: device={self.device!r}, expected one of {DEVICES}")
         if self.isolation not in ISOLATIONS:
             raise ConformanceUsageError(f"RunConfig: isolation={self.isolation!r}, expected one of {ISOLATIONS}")
+        if self.compile_budget == PROFILE_BUDGET:
+            object.__setattr__(self, "compile_budget", self.profile.compile_budget)
 
     @property
     def examples(self) -> int:

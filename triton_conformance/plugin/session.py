@@ -90,7 +90,7 @@ class ConformanceSession:
 
             self._cells = {item_name(f.module, IMPORT_CELL): (f.module, IMPORT_CELL) for f in self.import_failures}
             for subject in self.subjects:
-                for cell in cells_for(subject.contract):
+                for cell in cells_for(subject):
                     self._cells[item_name(subject.name, cell)] = (subject.name, cell)
         return self._cells
 
@@ -179,7 +179,7 @@ class ConformanceSession:
         ours: list = [ImportFailureItem.from_parent(session, name=item_name(f.module, IMPORT_CELL), failure=f)
                       for f in self.import_failures]
         for subject in self.subjects:
-            for cell in cells_for(subject.contract):
+            for cell in cells_for(subject):
                 ours.append(ConformanceItem.from_parent(
                     session, name=item_name(subject.name, cell), subject=subject, cell=cell, owner=self))
         kept = [item for item in ours if self._wanted(item.name) and self._in_shard(item.name)]

@@ -11,7 +11,6 @@ document (subject names, messages, tracebacks, reproducers) is escaped.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from triton_conformance.model.cells import Catalogue
@@ -394,10 +393,6 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
 
 def write_html(path: str, document: dict[str, Any], *, baseline: dict[str, Any] | None = None) -> str:
     """Write the report for ``document`` to ``path``; returns the absolute path."""
-    path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(render_html(document, baseline=baseline))
-    os.replace(tmp, path)
-    return path
+    from triton_conformance.reports.formats import write_report  # formats lists this module's renderer
+
+    return write_report(path, document, "html", baseline=baseline)

@@ -125,7 +125,7 @@ class CellExecutor:
 
         backend = Backend(name=self.config.device)
         return replace(result, counterexample=Counterexample(last_spec, shrunk=False),
-                       reproducer=reproducer(subject, cell, Spec.from_dict(last_spec), finding, backend),
+                       reproducer=reproducer(subject, cell, backend, Spec.from_dict(last_spec), finding),
                        message=result.message + "\n(the spec shown is the example running when it happened; "
                                                 "it is not shrunk)")
 

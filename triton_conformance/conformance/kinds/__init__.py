@@ -17,9 +17,8 @@ from triton_conformance.conformance.kinds.base import (
     kind_of,
     register_kind,
     registered_kinds,
-    stochastic_plan,
+    subject_scopes,
     unregister_kind,
-    unsearched_cells,
 )
 from triton_conformance.conformance.kinds.gradients import GradientCells
 from triton_conformance.conformance.kinds.large_index import LargeIndexCell
@@ -34,10 +33,10 @@ from triton_conformance.conformance.kinds.searched import (
     ShapeCells,
     ValueCells,
 )
-from triton_conformance.conformance.kinds.stochastic.kind import StochasticCells
+from triton_conformance.conformance.kinds.stochastic import StochasticCells, stochastic_plan
 
 __all__ = ["CellContext", "CellKind", "SearchedKind", "catalogue", "cells_for", "judge_for", "kind_of",
-           "register_kind", "registered_kinds", "stochastic_plan", "unregister_kind", "unsearched_cells"]
+           "register_kind", "registered_kinds", "stochastic_plan", "subject_scopes", "unregister_kind"]
 
 # The built-in kinds, in the matrix's order (a kind sharing a dimension follows its classes).
 for _kind in (LayoutCells, DtypeCells, ShapeCells, LargeIndexCell, ValueCells, MaskCells, MemoryCell,

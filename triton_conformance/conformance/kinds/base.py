@@ -3,27 +3,47 @@
 A :class:`CellKind` owns some classes of one dimension of the matrix (the
 ``layout`` kind owns ``layout:contiguous`` ... ``layout:mixed``; the
 large-index kind owns ``shape:large-index`` beside the searched shape
-classes).  It says which of its cells a contract gets, whether one applies
-here (and why not), and how it runs.  The registry's order is the matrix's
-order; :func:`catalogue` describes it for the reports.
+classes).  Given the :class:`~triton_conformance.model.subject.Subject`, it
+says which of its cells the subject gets, whether one applies here (and why
+not), how it runs, and how one of its examples is replayed.  It also declares
+what it needs of every cell of a subject it applies to (a factor of the
+compile budget, a scope the cells run in, options of the judge), so the
+runner names no kind.  The registry's order is the matrix's order;
+:func:`catalogue` describes it for the reports.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 from triton_conformance.conformance.judge import Judge
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
+from triton_conformance.conformance.search.allowance import Allowance
+from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.cells import Catalogue, Dimension, split_cell
 from triton_conformance.model.config import RunConfig
-from triton_conformance.model.contract import Contract
-from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult, Finding
 from triton_conformance.model.subject import Subject
 
 __all__ = ["CellKind", "CellContext", "register_kind", "unregister_kind", "registered_kinds", "kind_of",
-           "cells_for", "catalogue", "judge_for", "stochastic_plan", "unsearched_cells"]
+           "cells_for", "catalogue", "judge_for", "subject_scopes"]
+
+
+@dataclass(frozen=True)
+class CellContext:
+    """Everything one cell's run needs: the subject, where it runs, how hard, what it may spend, who listens."""
+
+    subject: Subject
+    cell: str
+    backend: Any
+    config: RunConfig
+    judge: Judge
+    policy: SearchPolicy
+    allowance: Allowance
+    observer: Observer = NO_OBSERVER
 
 
 class CellKind:
@@ -31,54 +51,61 @@ class CellKind:
 
     - ``dimension``: the column group and the classes this kind owns, each with
       its one-line explanation (the report's legend);
-    - ``searched``: whether its cells are searched and shrunk (and so share the
-      subject's compile budget), or run at sizes of their own;
-    - ``steers``: whether its search moves draws into compiled classes on CUDA;
+    - ``steers``: whether its search moves draws into compiled classes on CUDA (so it can run
+      on a spent compile budget);
     - ``kernels``: what its classes compile, ``"forward"`` or ``"backward"`` (a backward
       class is compiled by backward cells only, and costs more);
     - ``interpreter_cost``: whether the interpreter's cost allowance bounds its
-      examples (:mod:`..interpreter_cost`); False for cells at designed sizes,
-      which an over-cost discard would skip;
+      examples; False for cells at designed sizes, which an over-cost discard would skip;
     - ``exclusive_gpu``: whether its cells time the GPU, so that no other
       worker sharing the GPU may run a cell meanwhile (workers.gpus.GpuTurns);
-    - :meth:`values`: the classes a contract gets (default: all of them);
+    - :meth:`values`: the classes a subject gets (default: all of them);
     - :meth:`skip_reason`: why a cell does not apply here, or None;
-    - :meth:`run`: the cell's result.
+    - :meth:`run`: the cell's result; :meth:`examples`: the runner of one of its examples (what a
+      searched cell searches with, and what :meth:`replay` calls);
+    - what every cell of a subject it applies to needs: :meth:`budget_factor`,
+      :meth:`subject_scope`, :meth:`judge_options`.
     """
 
     dimension: Dimension
-    searched: bool = False
-    steers: bool = False  # whether its search moves draws into compiled classes (so it can run on a spent budget)
-    kernels: str = "forward"  # what its classes compile: "forward", or "backward" (the backward's with the forward's)
+    steers: bool = False
+    kernels: str = "forward"
     interpreter_cost: bool = True
-    exclusive_gpu: bool = False  # its cells time the GPU, so no other worker's cell may run on it meanwhile
+    exclusive_gpu: bool = False
 
-    def values(self, contract: Contract) -> tuple[str, ...]:
+    def values(self, subject: Subject) -> tuple[str, ...]:
         return tuple(c.value for c in self.dimension.classes)
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         return None
 
-    def run(self, context: "CellContext", value: str) -> CellResult:
+    def run(self, context: CellContext, value: str) -> CellResult:
         raise NotImplementedError(f"{type(self).__name__}.run")
+
+    def examples(self, context: CellContext, value: str) -> Any:
+        """The :class:`~..search.engine.ExampleRunner` of this cell's examples."""
+        raise NotImplementedError(f"{type(self).__name__} runs no examples of its own")
+
+    def replay(self, context: CellContext, value: str, example: Any) -> Finding | str:
+        """Run ``example`` again as this cell did (a spec, for a searched cell): its verdict."""
+        return self.examples(context, value)(example)
+
+    # -- what every cell of a subject needs ------------------------------------------------------
+    def budget_factor(self, subject: Subject) -> int:
+        """How many times the profile's compile budget the subject needs for this kind's kernels
+        (the budget is the profile's times every kind's factor)."""
+        return 1
+
+    def subject_scope(self, context: CellContext) -> contextlib.AbstractContextManager:
+        """A context every cell of the subject runs in (any kind's), for what this kind's kernels need."""
+        return contextlib.nullcontext()
+
+    def judge_options(self, subject: Subject) -> dict[str, Any]:
+        """Keyword options of the subject's :class:`~..judge.Judge` this kind asks for."""
+        return {}
 
     def cell(self, value: str) -> str:
         return f"{self.dimension.name}:{value}" if value else self.dimension.name
-
-
-@dataclass(frozen=True)
-class CellContext:
-    """Everything one cell's run needs: the subject, where it runs, how hard, and who listens."""
-
-    subject: Subject
-    cell: str
-    backend: Any
-    config: RunConfig
-    judge: Judge
-    seed: int | None = None
-    observer: Observer = NO_OBSERVER
-    compile_budget: int | None = None  # what this cell may compile on CUDA (None: no limit, or no compiler)
-    compiles: Any = None  # the cell's compiles.CellCompiles on CUDA (its fair share of the budget), else None
 
 
 _KINDS: list[CellKind] = []
@@ -125,28 +152,25 @@ def catalogue() -> Catalogue:
     return Catalogue.of(kind.dimension for kind in _KINDS)
 
 
-def cells_for(contract: Contract) -> list[str]:
-    """Every cell id of ``contract``: dimensions in matrix order, then each kind's classes as it lists
-    them for the contract (claimed dtypes first).  Stable across processes: it depends on the contract only."""
+def cells_for(subject: Subject) -> list[str]:
+    """Every cell id of ``subject``: dimensions in matrix order, then each kind's classes as it lists
+    them for the subject (claimed dtypes first).  Stable across processes: it depends on the declaration only."""
     return [kind.cell(value) for dimension in catalogue().dimensions for kind in _KINDS
-            if kind.dimension.name == dimension.name for value in kind.values(contract)]
+            if kind.dimension.name == dimension.name for value in kind.values(subject)]
 
 
-def unsearched_cells(contract: Contract, backend: Any) -> list[str]:
-    """The cells of ``contract`` that are not searched and apply on ``backend``: each needs kernels of its own."""
-    return [kind.cell(value) for kind in _KINDS if not kind.searched for value in kind.values(contract)
-            if kind.skip_reason(contract, value, backend) is None]
-
-
-def stochastic_plan(contract: Contract):  # noqa: ANN201 - a stochastic.plan.Plan
-    """The statistical plan of a stochastic subject, its checks counted over every cell it has."""
-    from triton_conformance.conformance.kinds.stochastic.plan import plan_for
-
-    ordinary = sum(1 for c in cells_for(contract) if not c.startswith("stochastic:"))
-    return plan_for(contract, ordinary)
+@contextlib.contextmanager
+def subject_scopes(context: CellContext):  # noqa: ANN201 - a context manager
+    """Every kind's :meth:`CellKind.subject_scope` for ``context``'s subject, for one of its cells."""
+    with contextlib.ExitStack() as scopes:
+        for kind in _KINDS:
+            scopes.enter_context(kind.subject_scope(context))
+        yield
 
 
 def judge_for(subject: Subject, backend: Any) -> Judge:
-    """How ``subject``'s outputs are judged on ``backend`` (with its per-example rate test, if stochastic)."""
-    alpha = stochastic_plan(subject.contract).alpha_check if subject.contract.model is not None else None
-    return Judge(subject, on_cuda=backend.compiles, example_alpha=alpha)
+    """How ``subject``'s outputs are judged on ``backend``, with what every kind asks of the judge."""
+    options: dict[str, Any] = {}
+    for kind in _KINDS:
+        options.update(kind.judge_options(subject))
+    return Judge(subject, on_cuda=backend.compiles, options=options)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from triton_conformance.conformance.battery.runners import ForwardExamples
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
-from triton_conformance.conformance.search.engine import assemble, search, second_search, shrink
+from triton_conformance.conformance.search.cell import search_cell
+from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
-from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES, Contract
+from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.spec import Spec, layout_applies
-from triton_conformance.strategies._internal.specs import BEYOND_BLOCK, is_bounded, specs
+from triton_conformance.model.subject import Subject
+from triton_conformance.strategies._internal.specs import in_shape_class, is_bounded, specs
 
 __all__ = ["SearchedKind", "PROBED_DTYPES"]
 
@@ -23,14 +26,14 @@ PROBED_DTYPES = ("float16", "bfloat16", "float32")
 
 
 class SearchedKind(CellKind):
-    """A kind whose cells are searched with Hypothesis and shrunk to the smallest failure.
+    """A kind whose cells are searched with Hypothesis and shrunk to the smallest failure, each example a
+    forward battery.
 
     Subclasses say how a class pins the spec (:meth:`spec_options`), and
     optionally which shrunk candidates stay in the class (:meth:`keeps_class`)
-    and whether the per-dim search runs (:attr:`minimizes`).
+    and whether the per-dim search runs (:meth:`minimizes`).
     """
 
-    searched = True
     steers = True
     determinism = False  # each example also compares two calls bit for bit
 
@@ -44,27 +47,21 @@ class SearchedKind(CellKind):
     def minimizes(self, value: str) -> bool:
         return True
 
-    def strategy(self, contract: Contract, value: str, *, backend: Any, config: Any, palette: bool):
-        p = config.profile
+    def draws(self, context: CellContext, value: str) -> list[Draw]:
+        policy, backend = context.policy, context.backend
         testable = tuple(d for d in FLOAT_DTYPES if d not in backend.untestable)
-        return specs(contract, dtypes=testable, max_elements=p.max_elements, max_outer=p.max_outer, palette=palette,
-                     **self.spec_options(value))
+        strategy = specs(context.subject.contract, dtypes=testable, max_elements=policy.max_elements,
+                         max_outer=policy.max_outer,
+                         palette=backend.compiles and context.allowance.compile_budget is not None,
+                         **self.spec_options(value))
+        return [Draw(strategy, lambda c, o: self.keeps_class(value, c, o))]
+
+    def examples(self, context: CellContext, value: str) -> ForwardExamples:
+        return ForwardExamples(context, determinism=self.determinism)
 
     def run(self, context: CellContext, value: str) -> CellResult:
-        strategy = self.strategy(context.subject.contract, value, backend=context.backend, config=context.config,
-                                 palette=context.backend.compiles and context.compile_budget is not None)
-        keeps = lambda c, o: self.keeps_class(value, c, o)  # noqa: E731
-        found = search(context, strategy, determinism=self.determinism, keeps_class=keeps)
-        shrunk = second = None
-        second_examples = 0
-        if found.failure is not None:
-            shrunk = shrink(context, found.failure, keeps_class=keeps, minimize=self.minimizes(value),
-                            determinism=self.determinism)
-            # A cheap failure (a crash on an empty input) must not hide another bug: search once more.
-            again, second = second_search(context, strategy, shrunk, keeps_class=keeps,
-                                          minimize=self.minimizes(value), determinism=self.determinism)
-            second_examples = again.examples
-        return assemble(context, found, shrunk, second, second_examples)
+        return search_cell(context, self.examples(context, value), self.draws(context, value),
+                           minimize=self.minimizes(value))
 
 
 def _classes(*pairs: tuple[str, str]) -> tuple[CellClass, ...]:
@@ -83,7 +80,8 @@ class LayoutCells(SearchedKind):
         ("mixed", "a different layout class for each input that claims any layout"),
     ))
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
+        contract = subject.contract
         ranks = [len(s.shape) for s in contract.inputs.values()]
         if value == "mixed":
             if not any(s.layouts == "any" for s in contract.inputs.values()):
@@ -102,13 +100,14 @@ class DtypeCells(SearchedKind):
     dimension = Dimension("dtype", "every input that claims it in this dtype; unclaimed ones must be refused",
                           _classes(*((d, f"{d} inputs") for d in PROBED_DTYPES + ("float64",) + OTHER_DTYPES)))
 
-    def values(self, contract: Contract) -> tuple[str, ...]:
+    def values(self, subject: Subject) -> tuple[str, ...]:
+        contract = subject.contract
         floats = contract.float_dtypes()
         if floats:
             return tuple(dict.fromkeys(floats + PROBED_DTYPES))
         return tuple(contract.inputs[contract.tensor_names[0]].dtypes)
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         return backend.untestable.get(value)
 
     def spec_options(self, value: str) -> dict[str, Any]:
@@ -125,7 +124,8 @@ class ShapeCells(SearchedKind):
         ("beyond-range", "a dim outside the declared range: the launcher must refuse it"),
     ))
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
+        contract = subject.contract
         if value == "beyond-block" and max(d.max for d in contract.dims.values()) < 64:
             return "no dim can exceed a block"
         if value == "beyond-range" and not any(is_bounded(d) for d in contract.dims.values()):
@@ -136,14 +136,7 @@ class ShapeCells(SearchedKind):
         return {"shape": value}
 
     def keeps_class(self, value: str, candidate: Spec, original: Spec) -> bool:
-        if value == "tiny":
-            return all(n <= 3 for n in candidate.dims.values())
-        if value == "non-pow2":  # every dim it moved is still 2^k +- 1 or the like
-            return all(n == original.dims[s] or (n > 1 and n & (n - 1)) for s, n in candidate.dims.items())
-        if value == "beyond-block":
-            widest = max(original.dims, key=lambda s: original.dims[s])
-            return candidate.dims[widest] >= min(BEYOND_BLOCK, original.dims[widest])
-        return True
+        return in_shape_class(value, candidate, original)
 
     def minimizes(self, value: str) -> bool:
         return value not in ("empty", "beyond-range")  # their one pinned dim is the point
@@ -159,11 +152,12 @@ class ValueCells(SearchedKind):
         ("extreme", "inputs that declare a value_range filled out to its ends; some rows all at one end"),
     ))
 
-    def values(self, contract: Contract) -> tuple[str, ...]:
+    def values(self, subject: Subject) -> tuple[str, ...]:
         # "extreme" is never claimed: it is a cell of every subject with a declared value_range.
-        return tuple(c.value for c in self.dimension.classes if c.value != "extreme" or contract.ranged)
+        return tuple(c.value for c in self.dimension.classes if c.value != "extreme" or subject.contract.ranged)
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
+        contract = subject.contract
         if value == "extreme":
             return None if contract.ranged else "no input declares a value_range"
         return None if value in contract.values else f"value class {value!r} not claimed"
@@ -182,8 +176,8 @@ class MaskCells(SearchedKind):
         ("broadcast", "one padding row given as a stride-0 view over all rows"),
     ))
 
-    def values(self, contract: Contract) -> tuple[str, ...]:
-        return super().values(contract) if contract.mask_name else ()
+    def values(self, subject: Subject) -> tuple[str, ...]:
+        return super().values(subject) if subject.contract.mask_name else ()
 
     def spec_options(self, value: str) -> dict[str, Any]:
         return {"mask": value}
@@ -201,10 +195,12 @@ class DeterminismCell(SearchedKind):
     dimension = Dimension("determinism", "", _classes(("", "two calls on identical inputs agree bit for bit"),))
     determinism = True
 
-    def values(self, contract: Contract) -> tuple[str, ...]:
+    def values(self, subject: Subject) -> tuple[str, ...]:
+        contract = subject.contract
         return ("",) if contract.deterministic and contract.model is None else ()
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
+        contract = subject.contract
         if contract.model is not None:
             return "stochastic subject: its stochastic:reproducibility cell checks the seed"
         return None if contract.deterministic else "subject does not claim determinism"

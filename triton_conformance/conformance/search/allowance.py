@@ -1,8 +1,21 @@
-"""Safety limits of the searched cells: the per-example memory cap, and what makes two findings one bug.
+"""What one cell may spend: one :class:`Allowance` per cell, and the memory an example needs.
 
-See :mod:`.search` for how they are used: an example over the cap is
-discarded unrun; after a cell's first failure, a second search excludes the
-first finding's class.
+The allowance owns every limit a cell's examples run under, and counts what
+it refused:
+
+- the **compile share** on CUDA (:class:`~.compiles.CellCompiles`: the cell's
+  fair share of the subject's compile budget);
+- the **interpreter's cost** (:class:`~.interpreter_cost.CostMeter`: counted
+  interpreted work, on the interpreter);
+- the **memory cap**: an example whose estimated bytes (:func:`example_bytes`)
+  pass it is discarded before anything is built;
+- the **shrink calls**: kernel runs the shrinker may spend after the first failure;
+- the **discards**, by reason (:mod:`.discards`), and the examples run: a
+  search ends once the budgets keep refusing what it draws (:meth:`Allowance.spent`).
+
+An example that runs the machine out of memory anyway is discarded too
+(:class:`OutOfMemory`): with several workers sharing a GPU, or a cap sized by
+the host's memory on a smaller GPU, a draw can fit the cap and not the device.
 """
 
 from __future__ import annotations
@@ -10,38 +23,45 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from triton_conformance.conformance.search.compiles import BudgetExhausted
-from triton_conformance.model.outcomes import Finding
+import torch
+
+from triton_conformance.conformance.search.discards import (
+    DEVICE_MEMORY,
+    OVER_MEMORY,
+    REASONS,
+    ExampleDiscarded,
+)
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 
-__all__ = ["MEMORY_FRACTION", "example_bytes", "memory_cap", "finding_class", "gib", "OutOfMemory",
+__all__ = ["Allowance", "MAX_DISCARDS", "MEMORY_FRACTION", "OutOfMemory", "example_bytes", "memory_cap", "gib",
            "out_of_memory", "raise_if_out_of_memory", "discarding_out_of_memory"]
 
+# Once a cell has discarded this many examples (plus three per example it ran) for budgets
+# that keep refusing what it draws, its search ends: each such discard builds inputs and
+# starts a launch (about 2 ms on an H200), and a cell whose kernels the budget never paid
+# for would otherwise spend Hypothesis's whole allowance of invalid examples.
+MAX_DISCARDS = 100
 
-class OutOfMemory(BudgetExhausted):
+
+class OutOfMemory(ExampleDiscarded):
     """An example ran the device (or the host) out of memory: the machine's limit, not the kernel's fault.
 
     Raised in place of ``torch.OutOfMemoryError`` / ``MemoryError`` from building the inputs, the
-    launcher or the oracle, so the search discards the example (``device-memory``) instead of judging
-    it: with several workers sharing a GPU, or a cap sized by the host's memory on a smaller GPU, a
-    draw can fit the cap and still not fit the device.
+    launcher or the oracle, so the search discards the example instead of judging it.
     """
 
-    discard = "device-memory"
-    spent = "this cell's example does not fit the machine's memory"
-
     def __init__(self, where: str, exc: BaseException):
-        BaseException.__init__(self, f"out of memory {where}: {type(exc).__name__}: {str(exc)[:300]}")
-        self.subject, self.budget, self.kernel = "", 0, where
+        super().__init__(DEVICE_MEMORY, f"out of memory {where}: {type(exc).__name__}: {str(exc)[:300]}")
+        self.where = where
 
 
 def out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` says the device or the host ran out of memory (not Triton's out-of-resources)."""
-    import torch
-
     return isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError)))
 
 
@@ -59,11 +79,10 @@ def raise_if_out_of_memory(exc: BaseException | None, where: str) -> None:
     """Raise :class:`OutOfMemory` for ``exc`` if it is one, after giving the cached blocks back."""
     if exc is None or not out_of_memory(exc):
         return
-    import torch
-
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
     raise OutOfMemory(where, exc) from exc
+
 
 # The default cap: this fraction of the machine's physical memory, per example.
 MEMORY_FRACTION = 0.25
@@ -101,19 +120,75 @@ def _physical_memory() -> int:
         return 16 << 30
 
 
-def memory_cap(config: Any) -> float:
-    """The per-example byte cap under ``config``: ``RunConfig.memory_cap`` (a fraction of the
-    machine's memory if at most 1, bytes if more, None for no cap), default a quarter of it."""
-    cap = getattr(config, "memory_cap", MEMORY_FRACTION)
-    if cap is None:
+def memory_cap(fraction_or_bytes: float | None) -> float:
+    """The per-example byte cap: a fraction of the machine's memory if at most 1, bytes if more, no cap for None."""
+    if fraction_or_bytes is None:
         return math.inf
-    return cap * _physical_memory() if cap <= 1 else float(cap)
+    return fraction_or_bytes * _physical_memory() if fraction_or_bytes <= 1 else float(fraction_or_bytes)
 
 
 def gib(n: float) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-def finding_class(finding: Finding, spec: Spec) -> tuple[str, str, str]:
-    """What makes two findings of a cell the same bug: (outcome, kind, "empty" if some dim is 0 else "sized")."""
-    return finding.outcome, finding.kind, "empty" if any(n == 0 for n in spec.dims.values()) else "sized"
+@dataclass
+class Allowance:
+    """Everything one cell may spend, and what it refused.
+
+    - ``memory_cap``: bytes an example may need (:func:`example_bytes`);
+    - ``shrink_calls``: kernel runs the shrinker may spend after the cell's first failure;
+    - ``compiles``: the cell's share of the compile budget on CUDA (None where nothing compiles);
+    - ``meter``: the interpreter's cost meter (None where the cell is not metered);
+    - ``discards``: examples discarded, by reason; ``ran``: examples run to a verdict.
+    """
+
+    memory_cap: float = math.inf
+    shrink_calls: int = 40
+    compiles: Any = None
+    meter: Any = None
+    discards: Counter = field(default_factory=Counter)
+    ran: int = 0
+
+    @property
+    def steering(self) -> bool:
+        """Whether the search moves draws into compiled classes (CUDA, with a compile budget)."""
+        return self.compiles is not None and self.compiles.budget is not None
+
+    @property
+    def compile_budget(self) -> int | None:
+        return None if self.compiles is None else self.compiles.budget
+
+    def fits(self, contract: Any, spec: Spec) -> bool:
+        """Whether ``spec`` fits the memory cap (if not, it is discarded unrun)."""
+        return example_bytes(contract, spec) <= self.memory_cap
+
+    def admit(self, contract: Any, spec: Spec) -> None:
+        """Raise :class:`ExampleDiscarded` (over-memory) if ``spec`` does not fit the memory cap."""
+        if not self.fits(contract, spec):
+            raise ExampleDiscarded(OVER_MEMORY, f"about {gib(example_bytes(contract, spec))} needed, over the "
+                                   f"per-example cap of {gib(self.memory_cap)}")
+
+    def discarded(self, exc: ExampleDiscarded) -> None:
+        self.discards[exc.reason] += 1
+
+    def spent(self) -> bool:
+        """Whether the budgets that keep refusing this cell's draws have refused enough to end its search."""
+        refused = sum(n for r, n in self.discards.items() if REASONS[r].limits)
+        return refused >= MAX_DISCARDS + 3 * self.ran
+
+    # -- the interpreter's cost, told by the battery --------------------------------------------------------
+    def example_started(self, calls: int = 1, *, before_inputs: bool = False) -> None:
+        """A new example that will call the launcher ``calls`` times: its share of the interpreted work
+        (:class:`~.interpreter_cost.OverCost` at once, ``before_inputs``, when the cell's pool is spent)."""
+        if self.meter is not None:
+            self.meter.start_example(calls, before_inputs=before_inputs)
+
+    def call_started(self) -> None:
+        """One of the example's launcher calls starts: its part of the example's share."""
+        if self.meter is not None:
+            self.meter.start_call()
+
+    def details(self) -> dict[str, int]:
+        """The discard counts as a result's details keys (``compile_budget_discarded``, ...)."""
+        return {REASONS[r].detail: n for r, n in self.discards.items() if n}
+

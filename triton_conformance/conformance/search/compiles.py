@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_conformance.conformance.search.discards import COMPILE_BUDGET, ExampleDiscarded
+
 __all__ = [
     "LEDGER",
     "BudgetExhausted",
@@ -32,20 +34,12 @@ __all__ = [
 ]
 
 
-class BudgetExhausted(BaseException):
-    """An example needs a new specialization but its subject has used its compile budget.
-
-    A BaseException, so the launcher's and the battery's ``except Exception``
-    cannot mistake it for the kernel's own error: it reaches the runner, which
-    discards the example.  Other budgets (the autotune cells' pruned configs,
-    the interpreter's cost) subclass it and name their own ``discard`` count.
-    """
-
-    discard = "discarded"  # the search's count of examples discarded for this budget
-    spent = "the compile budget was used before this cell"  # why an unsearched cell that raises it is skipped
+class BudgetExhausted(ExampleDiscarded):
+    """An example needs a new specialization but its subject has used its compile budget (a discard)."""
 
     def __init__(self, subject: str, budget: int, kernel: str):
-        super().__init__(f"{subject}: compile budget of {budget} specializations used; {kernel} needs another")
+        super().__init__(COMPILE_BUDGET, f"{subject}: compile budget of {budget} specializations used; {kernel} "
+                         "needs another")
         self.subject = subject
         self.budget = budget
         self.kernel = kernel

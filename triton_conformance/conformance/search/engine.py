@@ -1,82 +1,114 @@
-"""The search-and-shrink engine of the searched cells: search, shrink, assemble.
+"""The one search loop: Hypothesis draws a kind's specs, the kind's example runner judges each one.
 
-:func:`search` runs Hypothesis over a kind's spec strategy.  Every example of
-a cell raises the same :class:`Violation` from the same place when it fails,
-so Hypothesis treats all failures as one bug and shrinks to the smallest spec
-that fails in any way.  :func:`shrink` finishes with a per-dim binary search
-and, for a wrong answer, the error-against-size series; :func:`assemble`
-turns what was found into the cell's result.
+Every cell kind that searches (the searched kinds, the gradient cells, the
+autotune cells) runs its examples through :func:`search`, with:
 
-The cut-offs count kernel runs, never seconds, so a derandomized profile
-reports the same failure on any machine: a search ends once the compile
-budget keeps discarding, or once the shrinker has spent the profile's
-``shrink_calls`` after the first failure.
+- an **example runner** (:class:`ExampleRunner`): one forward example, one
+  backward example, one tuned launch: whatever the kind checks;
+- a **draw** (:class:`Draw`): the strategy, which shrunk candidates stay in the
+  cell's class, and a name that tells a cell's draws apart;
+- the cell's :class:`~.allowance.Allowance`, which every discard goes through.
 
-Safety:
+Every example of a search raises the same :class:`Violation` from the same
+place when it fails, so Hypothesis treats all failures as one bug and shrinks
+to the smallest spec that fails in any way.  The cut-offs count kernel runs,
+never seconds, so a derandomized profile reports the same failure on any
+machine: a search ends once its budgets keep discarding
+(:meth:`~.allowance.Allowance.spent`), or once the shrinker has spent its
+``shrink_calls`` after the first failure.  Draws outside the contract are run
+only by a runner that judges them (the forward battery: refuse, or compute
+right); a gradient or a tuning probe is judged inside the contract only.
 
-- **Memory cap.**  An example's bytes are estimated from its spec
-  (:func:`example_bytes`: each input's storage span as laid out, and a factor
-  for its copies, the outputs and the oracle's float64 copies); one over the
-  cap (:func:`memory_cap`, default a quarter of the machine's memory,
-  ``RunConfig.memory_cap`` overrides) is discarded before it is built, like
-  the compile budget's discards, and a cell whose every draw is over it is
-  skipped saying so.
-- **A second finding.**  One failure per cell, but a cheap one (a crash on an
-  empty input) must not hide another bug at ordinary sizes: after the first
-  failure is shrunk, :func:`search` runs once more, with a smaller budget,
-  excluding the first finding's class (:func:`finding_class`: its outcome,
-  its kind and whether some dim is 0); the second is reported in the
-  result's details (``second_finding``) and message.
+On CUDA a draw whose specialization class is not compiled, in a cell that may
+start no new class, is moved into a compiled one (:mod:`.specializations`).
 """
 
 from __future__ import annotations
 
 import time
-import zlib
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
+from hypothesis import given, reject
 from hypothesis import seed as hypothesis_seed
-from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis.errors import HypothesisException, Unsatisfiable
+from hypothesis.errors import HypothesisException
 
-from triton_conformance.conformance.battery.forward import (
-    EXAMPLE_ACCEPTED,
-    EXAMPLE_REJECTED,
-    EXAMPLE_REJECTED_UNEXPLAINED,
-    EXAMPLE_UNJUDGED,
-)
-from triton_conformance.conformance.search.compiles import BudgetExhausted
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
-from triton_conformance.conformance.search.allowance import MEMORY_FRACTION, example_bytes, finding_class, gib, memory_cap
-from triton_conformance.conformance.search.specializations import in_compiled_class, run_counted
-from triton_conformance.model.config import RunConfig
-from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
-from triton_conformance.model.spec import Spec, strides_for
+from triton_conformance.conformance.search.discards import NO_COMPILED_CLASS, OVER_MEMORY, ExampleDiscarded
+from triton_conformance.conformance.search.specializations import counted, in_compiled_class
+from triton_conformance.model.outcomes import Counterexample, Finding
+from triton_conformance.model.spec import Spec
 
-__all__ = ["Violation", "SearchOutcome", "profile_settings", "search", "shrink", "assemble", "minimize_dims",
-           "counterexample", "MAX_DISCARDS", "example_bytes", "memory_cap", "finding_class", "second_search",
-           "MEMORY_FRACTION", "specializations"]
+__all__ = ["ExampleRunner", "Draw", "FindingClass", "Violation", "SearchOutcome", "search", "OUTSIDE_CONTRACT"]
 
-DISCARDED = "discarded"
-OVER_MEMORY = "over-memory"  # examples discarded as over the per-cell memory cap
-# Examples discarded on CUDA because the cell may start no new class and none compiled would hold them.
-NO_COMPILED_CLASS = "no-compiled-class"
-# Once a cell has discarded this many examples (plus three per example it ran) for
-# want of compile budget, its search ends: each discard builds inputs and starts a
-# launch (about 2 ms on an H200), and a cell whose kernels the budget never paid for
-# would otherwise spend Hypothesis's whole allowance of invalid examples.
-MAX_DISCARDS = 100
+# Draws a runner that judges inside the contract only did not run (SearchOutcome.not_run's key).
+OUTSIDE_CONTRACT = "outside the contract"
 
 
-class _StopSearch(BaseException):
-    """Ends a cell's search early, past Hypothesis (which would keep drawing): a budget is spent.
+class ExampleRunner(Protocol):
+    """Runs one example of a cell (a forward call, a backward pass, a tuned launch) and judges it.
 
-    A BaseException, so Hypothesis does not take it for a failure to shrink.
+    - ``inside_only``: draws outside the contract are not run (the runner has nothing to judge there);
+    - ``__call__(spec)``: the verdict, a Finding or a word (``"honoured"``, ``"rejected"``, ...); raises
+      :class:`~.discards.ExampleDiscarded` for an example the cell's allowance cannot pay for;
+    - ``counterexample(spec)``: the failing example as a report shows it.
     """
+
+    inside_only: bool
+
+    def __call__(self, spec: Spec) -> Finding | str: ...
+
+    def counterexample(self, spec: Spec) -> Counterexample: ...
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One strategy of a cell: what it draws, and which shrunk candidates stay in the cell's class.
+
+    - ``keeps_class(candidate, original)``: whether a candidate (shrunk, or moved into a compiled
+      class) still belongs to the cell's class (default: any does);
+    - ``name``: tells a cell's draws apart (their seeds and database entries);
+    - ``max_examples``: examples of this draw, instead of the profile's.
+    """
+
+    strategy: Any
+    keeps_class: Callable[[Spec, Spec], bool] | None = None
+    name: str = ""
+    max_examples: int | None = None
+
+    def keeps(self, candidate: Spec, original: Spec) -> bool:
+        return self.keeps_class is None or self.keeps_class(candidate, original)
+
+
+@dataclass(frozen=True)
+class FindingClass:
+    """What makes a later finding of a cell the same bug as its first: the outcome, the kind, and whether
+    the first was at an empty size.  ``degenerate``: the first counterexample's dims at size 0 or 1,
+    which a search for a second finding leaves out (a cheap failure at a degenerate size must not hide a
+    bug at ordinary sizes)."""
+
+    outcome: str
+    kind: str
+    empty: bool
+    degenerate: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, finding: Finding, spec: Spec) -> "FindingClass":
+        empty = any(n == 0 for n in spec.dims.values())
+        ones = tuple((s, 1) for s, n in sorted(spec.dims.items()) if n == 1)
+        return cls(finding.outcome, finding.kind, empty, () if empty else ones)
+
+    def same_bug(self, finding: Finding, spec: Spec) -> bool:
+        return (finding.outcome, finding.kind, any(n == 0 for n in spec.dims.values())) == (
+            self.outcome, self.kind, self.empty)
+
+    def excludes(self, spec: Spec) -> bool:
+        """Whether a search for another finding leaves ``spec`` out: at the first's degenerate size."""
+        if self.empty:
+            return any(n == 0 for n in spec.dims.values())
+        return bool(self.degenerate) and all(spec.dims.get(s) == n for s, n in self.degenerate)
 
 
 class Violation(Exception):
@@ -88,68 +120,58 @@ class Violation(Exception):
         self.spec = spec
 
 
-def profile_settings(config: RunConfig) -> settings:
-    """Hypothesis settings for a searched cell under ``config``'s profile."""
-    p = config.profile
-    database = DirectoryBasedExampleDatabase(p.database) if p.database else None
-    return settings(
-        max_examples=config.examples,
-        derandomize=False,  # a derandomized profile pins the seed instead (see search)
-        database=database,
-        deadline=None,
-        report_multiple_bugs=False,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
-        verbosity=Verbosity.quiet,
-        print_blob=False,
-    )
+class _StopSearch(BaseException):
+    """Ends a search early, past Hypothesis (which would keep drawing): a budget is spent.
+
+    A BaseException, so Hypothesis does not take it for a failure to shrink.
+    """
 
 
 @dataclass
 class SearchOutcome:
-    """What a search found: the smallest failure (or a search error), and what it ran."""
+    """What one search found: the smallest failure (or why it could not search), and what it ran."""
 
     failure: Violation | None = None
     error: Exception | None = None
-    counts: Counter = field(default_factory=Counter)  # "honoured" / "rejected" / "failed" -> examples run
-    discards: Counter = field(default_factory=Counter)  # a budget's ``discard`` name -> examples not run
+    counts: Counter = field(default_factory=Counter)  # verdict ("honoured", "rejected", "failed") -> examples
+    not_run: Counter = field(default_factory=Counter)  # why a draw was not run (outside the contract) -> draws
     steered: int = 0  # examples moved into a compiled class (CUDA, once the cell may start no new class)
     reused: int = 0  # examples that compiled nothing new
-
-    @property
-    def discarded(self) -> int:
-        return self.discards[DISCARDED]
-
-    @property
-    def over_memory(self) -> int:
-        return self.discards[OVER_MEMORY]
+    asked: int = 0  # examples the search was allowed
 
     @property
     def examples(self) -> int:
         return sum(self.counts.values())
 
+    def add(self, other: "SearchOutcome") -> None:
+        """Count ``other``'s examples in with these (a cell of several draws)."""
+        self.counts.update(other.counts)
+        self.not_run.update(other.not_run)
+        self.steered += other.steered
+        self.reused += other.reused
+        self.asked += other.asked
 
-def search(context: Any, strategy: Any, *, determinism: bool = False, excluding: tuple | None = None,
-           max_examples: int | None = None, shrink_calls: int | None = None,
-           keeps_class: Callable[[Spec, Spec], bool] | None = None) -> SearchOutcome:
-    """Search ``strategy``'s specs for one that breaks ``context.subject``'s contract.
 
-    ``excluding``: a :func:`finding_class` that does not count as a failure (the
-    second search); with an ``"empty"`` class, specs with a 0 dim are not even run.
-    ``max_examples`` / ``shrink_calls``: instead of the profile's.
-    ``keeps_class(candidate, drawn)``: whether an example moved into a compiled class
-    (on CUDA, once the cell's share of the compile budget is spent) is still in the cell's class.
+def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: FindingClass | None = None,
+           max_examples: int | None = None, shrink_calls: int | None = None) -> SearchOutcome:
+    """Search ``draw``'s specs for one that ``runner`` finds breaks ``context.subject``'s contract.
+
+    - ``excluding``: a first finding's class: findings of that bug do not count, and its degenerate
+      sizes are not drawn (the search for a second finding);
+    - ``max_examples`` / ``shrink_calls``: instead of the draw's or the profile's.
     """
-    subject, cell, observer = context.subject, context.cell, context.observer
-    outcome = SearchOutcome()
-    counts, discards = outcome.counts, outcome.discards
+    subject, cell, observer, allowance = context.subject, context.cell, context.observer, context.allowance
+    contract = subject.contract
+    policy = context.policy
+    outcome = SearchOutcome(asked=max_examples or draw.max_examples or policy.examples)
     # repr(spec) -> its violation, for Hypothesis's replays; the shrinker only tries
     # smaller specs, so the one added last is the best so far.
     failures: dict[str, Violation] = {}
-    shrink_calls = context.config.profile.shrink_calls if shrink_calls is None else shrink_calls
+    shrink_calls = allowance.shrink_calls if shrink_calls is None else shrink_calls
     after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
-    cap = memory_cap(context.config)
-    steering = context.compiles is not None and context.compiles.budget is not None
+
+    def admits(spec: Spec) -> bool:
+        return allowance.fits(contract, spec) and not (excluding is not None and excluding.excludes(spec))
 
     def probe(spec: Spec) -> None:
         key = repr(spec)
@@ -157,17 +179,20 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
             raise failures[key]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
-        if sum(n for k, n in discards.items() if k != OVER_MEMORY) >= MAX_DISCARDS + 3 * outcome.examples:
-            raise _StopSearch  # a budget (compiles, the interpreter's cost) is spent on what this cell keeps asking for
-        if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in spec.dims.values()):
-            reject()  # the first finding was at an empty size: look elsewhere
-        if example_bytes(subject.contract, spec) > cap:
-            discards[OVER_MEMORY] += 1
-            reject()  # not run: it would need more memory than a cell may take
-        if steering:
-            steered = in_compiled_class(context, spec, keeps_class, excluding, cap)
+        if allowance.spent():
+            raise _StopSearch  # a budget (compiles, the interpreter's cost) keeps refusing what this cell draws
+        if excluding is not None and excluding.excludes(spec):
+            reject()  # the first finding's degenerate size: look elsewhere
+        if runner.inside_only and expectation(contract, spec).kind != "honour":
+            outcome.not_run[OUTSIDE_CONTRACT] += 1
+            reject()
+        if not allowance.fits(contract, spec):
+            allowance.discards[OVER_MEMORY] += 1
+            reject()  # not run: it would need more memory than an example may take
+        if allowance.steering:
+            steered = in_compiled_class(context, spec, draw.keeps_class, admits)
             if steered is None:
-                discards[NO_COMPILED_CLASS] += 1
+                allowance.discards[NO_COMPILED_CLASS] += 1
                 reject()  # the cell may compile no new class, and no compiled one holds this example
             outcome.steered += steered is not spec
             spec = steered
@@ -175,256 +200,41 @@ def search(context: Any, strategy: Any, *, determinism: bool = False, excluding:
         if failures:
             after_failure[0] += 1
         started = time.perf_counter()
-        classes_before = context.compiles.classes if steering else 0
+        classes_before = allowance.compiles.classes if allowance.steering else 0
         try:
-            verdict = run_counted(context, spec, determinism=determinism)
-            if steering and context.compiles.classes == classes_before:
-                outcome.reused += 1
-        except BudgetExhausted as exc:
-            discards[exc.discard] += 1
-            observer.example_finished(subject, cell, spec, exc.discard, time.perf_counter() - started)
+            verdict = counted(context, spec, runner)
+        except ExampleDiscarded as exc:
+            allowance.discarded(exc)
+            observer.example_finished(subject, cell, spec, exc.reason, time.perf_counter() - started)
             reject()  # not a failure: the example needs what a budget cannot pay for (a kernel, a cost)
+        allowance.ran += 1
+        if allowance.steering and allowance.compiles.classes == classes_before:
+            outcome.reused += 1
         observer.example_finished(subject, cell, spec, verdict, time.perf_counter() - started)
-        if isinstance(verdict, Finding) and excluding is not None and finding_class(verdict, spec) == excluding:
-            counts["failed-as-first"] += 1  # the first finding's bug again
+        if isinstance(verdict, Finding) and excluding is not None and excluding.same_bug(verdict, spec):
+            outcome.counts["failed-as-first"] += 1  # the first finding's bug again
             return
         if isinstance(verdict, Finding):
-            counts["failed"] += 1
+            outcome.counts["failed"] += 1
             failures[key] = Violation(verdict, spec)
             raise failures[key]
-        counts[verdict] += 1
+        outcome.counts[verdict] += 1
 
-    digest = f"{subject.name}::{cell}" + ("::second" if excluding is not None else "")
-    probe._hypothesis_internal_add_digest = digest.encode()  # distinct database keys
-    hypothesis_settings = profile_settings(context.config)
-    if max_examples is not None:
-        hypothesis_settings = settings(hypothesis_settings, max_examples=max_examples)
-    test = hypothesis_settings(given(strategy)(probe))
-    if context.config.profile.derandomize:
-        # Pinned by the cell's name, not by Hypothesis's derandomize digest, which hashes this
-        # module's source: the same draws on every machine and across changes of the engine's code.
-        test = hypothesis_seed(zlib.crc32(f"{subject.name}::{cell}".encode()))(test)
-    elif context.seed is not None:
-        test = hypothesis_seed(context.seed)(test)
+    salt = draw.name + ("::second" if excluding is not None else "")
+    test = policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(
+        given(draw.strategy)(probe))
+    seed = policy.seed_for(subject.name, cell, draw.name)
+    if seed is not None:
+        test = hypothesis_seed(seed)(test)
     try:
         test()
     except Violation as exc:
         outcome.failure = exc
-    except HypothesisException as exc:
-        outcome.error = exc
     except _StopSearch:
         outcome.failure = next(reversed(failures.values()), None)
+    except HypothesisException as exc:
+        # A failure Hypothesis could not replay (a nondeterministic one) is still the failure it was.
+        outcome.failure = next(reversed(failures.values()), None)
+        if outcome.failure is None:
+            outcome.error = exc
     return outcome
-
-
-def minimize_dims(subject: Any, spec: Spec, finding: Finding, fails: Callable[[Spec], Finding | None],
-                  *, budget: int = 60) -> tuple[Spec, Finding]:
-    """Shrink each dim of a failing spec as far as it still fails.
-
-    Hypothesis shrinks a size drawn from a list of block boundaries only along
-    that list; this pass finishes the job with a binary search per dim, so a
-    bug that starts at 1025 is reported at 1025, not at the boundary 2049.
-    """
-    attempts = 0
-    changed = True
-    while changed and attempts < budget:
-        changed = False
-        for sym in sorted(spec.dims, key=lambda s: -spec.dims[s]):
-            lo, hi = subject.contract.dims[sym].min, spec.dims[sym] - 1  # search [lo, hi] for a failure
-            while lo <= hi and attempts < budget:
-                mid = lo if lo == hi else (lo + hi) // 2
-                candidate = replace(spec, dims={**spec.dims, sym: mid})
-                attempts += 1
-                found = fails(candidate)
-                if found is not None:
-                    spec, finding, changed = candidate, found, True
-                    hi = mid - 1
-                else:
-                    lo = mid + 1
-    return spec, finding
-
-
-def _error_by_size(context: Any, spec: Spec, *, determinism: bool, points: int = 8) -> tuple[str, list[dict]]:
-    """Max abs error against the size of the counterexample's largest dim, for a plot.
-
-    Sizes run from the contract's minimum to twice the failing size, so a bug
-    that starts at 1025 shows as a step there.  A non-numeric failure plots as NaN.
-    """
-    subject = context.subject
-    sym = max(spec.dims, key=lambda s: spec.dims[s])
-    d = subject.contract.dims[sym]
-    top = min(d.max, max(2 * spec.dims[sym], d.min + 1))
-    sizes = sorted({d.min, spec.dims[sym] - 1, spec.dims[sym], top} |
-                   {int(d.min + (top - d.min) * i / (points - 1)) for i in range(points)})
-    series = []
-    cap = memory_cap(context.config)
-    for n in (n for n in sizes if d.min <= n <= d.max):
-        if example_bytes(subject.contract, replace(spec, dims={**spec.dims, sym: n})) > cap:
-            continue  # the plot loses a point rather than the machine its memory
-        try:
-            verdict = run_counted(context, replace(spec, dims={**spec.dims, sym: n}), determinism=determinism)
-        except BudgetExhausted:
-            continue  # the plot loses a point rather than the subject its compile budget
-        if isinstance(verdict, Finding):
-            err = verdict.details.get("max_abs_err")
-            series.append({"x": n, "y": float(err) if err is not None else float("nan"), "outcome": verdict.outcome})
-        else:
-            series.append({"x": n, "y": 0.0, "outcome": verdict})
-    return sym, series
-
-
-def shrink(context: Any, violation: Violation, *, keeps_class: Callable[[Spec, Spec], bool], minimize: bool,
-           determinism: bool, excluding: tuple | None = None) -> tuple[Spec, Finding, dict]:
-    """The smallest spec that fails like ``violation`` does, its finding and details (with the error plot).
-
-    ``keeps_class(candidate, original)``: whether a candidate still belongs to the
-    cell's class; candidates that leave it, or cross the contract's edge, do not count.
-    """
-    contract = context.subject.contract
-    kind = expectation(contract, violation.spec).kind
-    cap = memory_cap(context.config)
-
-    def fails(candidate: Spec) -> Finding | None:
-        if expectation(contract, candidate).kind != kind or not keeps_class(candidate, violation.spec):
-            return None  # stay on the same side of the contract, and in the cell's class
-        if example_bytes(contract, candidate) > cap:
-            return None
-        if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in candidate.dims.values()):
-            return None
-        try:
-            verdict = run_counted(context, candidate, determinism=determinism)
-        except BudgetExhausted:
-            return None  # a candidate the budget cannot compile does not count as failing
-        if isinstance(verdict, Finding) and excluding is not None and finding_class(verdict, candidate) == excluding:
-            return None  # shrank back into the first finding's bug
-        return verdict if isinstance(verdict, Finding) else None
-
-    spec, finding = violation.spec, violation.finding
-    if minimize:
-        spec, finding = minimize_dims(context.subject, spec, finding, fails)
-    details = dict(finding.details)
-    if kind == "honour" and excluding is None:
-        sym, details["series"] = _error_by_size(context, spec, determinism=determinism)
-        details["series_labels"] = {"x": f"{sym} (other dims as in the counterexample)", "y": "max abs error"}
-    return spec, finding, details
-
-
-def counterexample(subject: Any, spec: Spec) -> Counterexample:
-    """The spec, with each input's real shape, strides and storage offset."""
-    tensors = {}
-    for name, decl in subject.contract.inputs.items():
-        shape = tuple(spec.dims[s] for s in decl.shape)
-        strides, offset, _ = strides_for(shape, spec.layout(name))
-        tensors[name] = TensorView(shape=shape, strides=strides, storage_offset=offset, dtype=spec.dtypes[name])
-    return Counterexample(spec.to_dict(), tensors)
-
-
-def second_search(context: Any, strategy: Any, first: tuple[Spec, Finding, dict], *,
-                  keeps_class: Callable[[Spec, Spec], bool], minimize: bool, determinism: bool
-                  ) -> tuple[SearchOutcome, tuple[Spec, Finding, dict] | None]:
-    """Search once more, excluding the first finding's class, with half the profile's budgets.
-
-    Only a cell that failed runs it, so a passing cell costs nothing more.
-    """
-    spec, finding, _ = first
-    excluded = finding_class(finding, spec)
-    profile = context.config.profile
-    found = search(context, strategy, determinism=determinism, excluding=excluded, keeps_class=keeps_class,
-                   max_examples=max(2, context.config.examples // 2), shrink_calls=max(1, profile.shrink_calls // 2))
-    if found.failure is None:
-        return found, None
-    return found, shrink(context, found.failure, keeps_class=keeps_class, minimize=minimize,
-                         determinism=determinism, excluding=excluded)
-
-
-def assemble(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, dict] | None,
-             second: tuple[Spec, Finding, dict] | None = None, second_examples: int = 0) -> CellResult:
-    """The cell's result from its search (and the shrunk failure, if there was one; and the
-    second search's, in ``details["second_finding"]`` and the message)."""
-    result = _assembled(context, outcome, shrunk, second, second_examples)
-    share = getattr(context, "compiles", None)
-    if share is None:
-        return result
-    # On CUDA: what the cell's share of the compile budget bought, and how far the search reused it.
-    return replace(result, details={**result.details, "specializations": specializations(
-        share, examples=outcome.examples, reused=outcome.reused, steered=outcome.steered)})
-
-
-def specializations(share: Any, *, examples: int, reused: int, steered: int) -> dict[str, int]:
-    """A cell's ``details["specializations"]`` on CUDA: examples run, classes its share bought, examples that
-    compiled nothing new, examples moved into a compiled class, and compiles past the subject's budget
-    (a cell's one class, where it could run nothing otherwise)."""
-    return {"examples": examples, "classes_compiled": share.classes, "examples_reused": reused,
-            "examples_steered": steered, "compiled_past_budget": share.past_budget}
-
-
-def _assembled(context: Any, outcome: SearchOutcome, shrunk: tuple[Spec, Finding, dict] | None,
-               second: tuple[Spec, Finding, dict] | None, second_examples: int) -> CellResult:
-    subject, cell = context.subject, context.cell
-    counts, discarded, examples = outcome.counts, outcome.discarded, outcome.examples
-    rejected = counts[EXAMPLE_REJECTED]
-    if shrunk is not None:
-        spec, finding, details = shrunk
-        message = finding.message
-        if second is not None:
-            spec2, finding2, details2 = second
-            details = {**details, "second_finding": {
-                "outcome": finding2.outcome, "kind": finding2.kind, "message": finding2.message,
-                "details": details2, "counterexample": counterexample(subject, spec2).to_dict(),
-                "reproducer": reproducer(subject, cell, spec2, finding2, context.backend)}}
-            message += (f" | and a second bug, outside this one's class ({finding2.outcome}/{finding2.kind} at "
-                        f"{spec2.dims}): {finding2.message}")
-        if outcome.over_memory:
-            details = {**details, "over_memory_discarded": outcome.over_memory}
-        return failed(subject, cell, finding, message=message, details=details,
-                      counterexample=counterexample(subject, spec),
-                      reproducer=reproducer(subject, cell, spec, finding, context.backend),
-                      examples=examples + second_examples, rejected_examples=rejected)
-    over = outcome.over_memory
-    cap = memory_cap(context.config)
-    if examples == 0 and over:
-        return skipped(subject, cell, f"every draw would need more than the per-cell memory cap ({gib(cap)}); "
-                       f"{over} discarded unrun", details={"over_memory_discarded": over})
-    error = outcome.error
-    others = {k: n for k, n in outcome.discards.items() if k not in (DISCARDED, OVER_MEMORY) and n}
-    if isinstance(error, Unsatisfiable) and (discarded or over or others):
-        error = None  # every example needed a kernel past the budget (or too much memory): nothing was wrong
-    if error is not None:
-        return cell_result(subject, cell, "crash", f"hypothesis could not search this cell: {error}",
-                           finding="search-error")
-    budget_details = {"compile_budget_discarded": discarded} if discarded else {}
-    if over:
-        budget_details["over_memory_discarded"] = over
-    # Discards for budgets other than the compile budget and the memory cap (the interpreter's cost, ...):
-    # each subclass of BudgetExhausted names its own count.
-    for k, n in others.items():
-        budget_details[f"{k}_discarded"] = n
-    if examples == 0 and discarded:
-        return skipped(subject, cell, f"the subject's compile budget ({context.compile_budget}) was used before "
-                       f"this cell ran an example; {discarded} discarded", details=budget_details)
-    if examples == 0 and others:
-        return skipped(subject, cell, "every draw was over a budget: " + ", ".join(
-            f"{n} discarded ({k})" for k, n in others.items()), details=budget_details)
-    # Inputs outside the contract were drawn: each was refused, or computed right.
-    # (Degenerate draws, such as a transpose of 1x1, are inside it.)
-    unexplained, accepted, unjudged = (counts[EXAMPLE_REJECTED_UNEXPLAINED], counts[EXAMPLE_ACCEPTED],
-                                       counts[EXAMPLE_UNJUDGED])
-    refused = rejected + unexplained
-    parts = [f"{examples} examples"]
-    if refused:
-        parts.append(f"{refused} outside the contract refused" + (
-            f" ({unexplained} without a message, or from inside triton/torch)" if unexplained else ""))
-    if accepted:
-        parts.append(f"{accepted} outside the contract accepted and right: the claim could be wider")
-    if unjudged:
-        parts.append(f"{unjudged} outside the contract accepted, but the oracle cannot judge them")
-    if not (refused or accepted or unjudged):
-        parts.append("all honoured")
-    if discarded:
-        parts.append(f"{discarded} discarded (compile budget {context.compile_budget} used)")
-    if over:
-        parts.append(f"{over} discarded unrun (over the memory cap, {gib(cap)})")
-    parts += [f"{n} discarded ({k})" for k, n in others.items()]
-    outcome_name = "accepted" if accepted else "rejected" if refused else "honoured"
-    return cell_result(subject, cell, outcome_name, ", ".join(parts), details=budget_details,
-                       examples=examples, rejected_examples=refused)

@@ -21,11 +21,11 @@ the launch's cost is projected as what it spent so far plus the programs
 still to run x the mean work of the programs that ran (after its first
 program, that first program's work: learned from the launch itself, before
 the rest of the grid runs).  A launcher call whose spend so far plus that
-projection passes its part of the example's allowance (``run_example`` says
-how many calls an example makes: two for a deterministic contract) is
-stopped there: :class:`OverCost`, a :class:`~.compiles.BudgetExhausted`,
-which the search, the shrinker, the gradient and autotune cells discard and
-count (``over-cost``) instead of running it.  A later program that loops for
+projection passes its part of the example's allowance (the example battery
+tells the cell's :class:`~.allowance.Allowance` how many calls an example
+makes: two for a deterministic contract) is stopped there: :class:`OverCost`,
+an :class:`~.discards.ExampleDiscarded`, which the one search and its shrinker
+discard and count (``over-cost``) instead of running it.  A later program that loops for
 long is stopped once its spend passes the allowance; a launch's first program
 never is (a kernel that never ends is a timeout, not a discarded example).
 
@@ -53,11 +53,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from triton_conformance.conformance.search.compiles import BudgetExhausted
-from triton_conformance.conformance.observe import Observer
+from triton_conformance.conformance.search.discards import OVER_COST, ExampleDiscarded
 
 __all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "CostMeter",
-           "metering_cost", "metering_cell", "cost_details", "example_started", "call_started", "active_meter"]
+           "metering_cost", "cost_details", "active_meter"]
 
 # The weights, fitted to the interpreter's times on a 2-core CPU (docs/benchmarks.md): an operation's
 # Python overhead dwarfs numpy's per-element work until its block holds about 16k elements.
@@ -68,16 +67,13 @@ CALL_COST = 256  # units per call of a @triton.jit function (tl.max, tl.sum, a h
 LAUNCH_COST = 256  # units per launch (its arguments' copies; its patching counts as a call)
 
 
-class OverCost(BudgetExhausted):
+class OverCost(ExampleDiscarded):
     """An example would pass its allowance of interpreted work: discarded, not failed."""
 
-    discard = "over-cost"
-    spent = "the interpreter's cost allowance was used before this cell"
-
     def __init__(self, subject: str, estimate: int, allowance: int, where: str):
-        BaseException.__init__(self, f"{subject}: this example's interpreted work would be about {estimate:,} units, "
-                               f"over its allowance of {allowance:,} ({where})")
-        self.subject, self.budget, self.kernel = subject, allowance, where
+        super().__init__(OVER_COST, f"{subject}: this example's interpreted work would be about {estimate:,} units, "
+                         f"over its allowance of {allowance:,} ({where})")
+        self.subject, self.allowance, self.where = subject, allowance, where
         self.estimate = estimate
 
 
@@ -181,20 +177,6 @@ def active_meter() -> CostMeter | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def example_started(calls: int = 1, *, before_inputs: bool = False) -> None:
-    """Tell the metered cell (if any) that a new example starts, which will call the launcher ``calls``
-    times: called by ``run_example`` (``before_inputs``: where :class:`OverCost` is caught) and by the
-    cell's observer (the gradient search's examples)."""
-    if _ACTIVE:
-        _ACTIVE[-1].start_example(calls, before_inputs=before_inputs)
-
-
-def call_started() -> None:
-    """Tell the metered cell (if any) that one of the example's launcher calls starts."""
-    if _ACTIVE:
-        _ACTIVE[-1].start_call()
-
-
 def _hook_points() -> tuple[Any, Any] | None:
     try:
         from triton.runtime import interpreter
@@ -293,38 +275,6 @@ def metering_cost(pool: int | None, share: int | None, examples: int, *, subject
         _ACTIVE.remove(meter)
         if outermost:
             _uninstall(*points)
-
-
-class _StartsExamples(Observer):
-    """The cell's observer, telling the meter of each example first (the gradient search's, too)."""
-
-    def __init__(self, inner: Observer):
-        self.inner = inner
-
-    def example_started(self, subject: Any, cell: str, spec: Any) -> None:
-        example_started()
-        self.inner.example_started(subject, cell, spec)
-
-    def example_finished(self, subject: Any, cell: str, spec: Any, verdict: Any, seconds: float) -> None:
-        self.inner.example_finished(subject, cell, spec, verdict, seconds)
-
-    def cell_finished(self, result: Any) -> None:
-        self.inner.cell_finished(result)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-@contextlib.contextmanager
-def metering_cell(kind: Any, context: Any) -> Iterator[tuple[Any, CostMeter | None]]:
-    """Meter a cell under the interpreter with its profile's allowance: yields the context to run it in
-    (its observer starts each example's allowance) and the meter (None: not metered).  A kind whose
-    cells run at designed sizes (``interpreter_cost = False``: large-index, stochastic) is not metered."""
-    profile, backend = context.config.profile, context.backend
-    enabled = not backend.compiles and getattr(kind, "interpreter_cost", True)
-    with metering_cost(getattr(profile, "interpreter_cost", None), getattr(profile, "interpreter_example_cost", None),
-                       context.config.examples, subject=context.subject.name, enabled=enabled) as meter:
-        yield (context if meter is None else replace(context, observer=_StartsExamples(context.observer))), meter
 
 
 def cost_details(result: Any, meter: CostMeter | None) -> Any:

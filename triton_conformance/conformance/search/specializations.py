@@ -28,14 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.search.allowance import example_bytes
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import Spec, strides_for
 
 __all__ = ["signature", "ClassBook", "BOOK", "steer", "size_class", "nearest_in_class", "in_compiled_class",
-           "run_counted", "counted", "book_name"]
+           "counted", "book_name"]
 
 _ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
              "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -210,7 +208,7 @@ def _degenerate_first(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
     every later draw there.  So the first class waits for a larger draw, unless the cell admits none
     (``shape:tiny``) or the contract does not.
     """
-    if context.compiles.classes or max(spec.dims.values(), default=0) > DEGENERATE:
+    if context.allowance.compiles.classes or max(spec.dims.values(), default=0) > DEGENERATE:
         return False
     dims = context.subject.contract.dims
     larger = replace(spec, dims={s: min(dims[s].max, max(n, 64)) for s, n in spec.dims.items()})
@@ -220,17 +218,17 @@ def _degenerate_first(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
 def book_name(context: Any) -> str:
     """Where the class book keeps a cell's classes: per subject, and apart for backward cells (whose
     classes hold backward kernels that a forward cell's class of the same signature lacks)."""
-    share = context.compiles
-    kernels = getattr(share, "kernels", "forward")
+    kernels = getattr(context.allowance.compiles, "kernels", "forward")
     return context.subject.name if kernels == "forward" else f"{context.subject.name}::{kernels}"
 
 
 def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None,
-                       excluding: tuple | None, cap: int) -> Spec | None:
+                      admits: Callable[[Spec], bool]) -> Spec | None:
     """``spec`` if its class is compiled or the cell may start a new one; else the nearest example of a
-    compiled class that stays in the cell's class and on the same side of the contract; else, for a
-    cell that has no class yet, ``spec`` as its first class past the budget; else None."""
-    contract, name, share = context.subject.contract, book_name(context), context.compiles
+    compiled class that stays in the cell's class, on the same side of the contract and that the search
+    ``admits`` (the memory cap, an excluded finding); else, for a cell that has no class yet, ``spec``
+    as its first class past the budget; else None."""
+    contract, name, share = context.subject.contract, book_name(context), context.allowance.compiles
     if BOOK.known(name, signature(contract, spec)):
         return spec
     side = expectation(contract, spec).kind
@@ -241,9 +239,7 @@ def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
         return spec
 
     def admissible(candidate: Spec) -> bool:
-        if excluding is not None and excluding[2] == "empty" and any(n == 0 for n in candidate.dims.values()):
-            return False
-        return (expectation(contract, candidate).kind == side and example_bytes(contract, candidate) <= cap
+        return (expectation(contract, candidate).kind == side and admits(candidate)
                 and (keeps_class is None or keeps_class(candidate, spec)))
 
     steered = steer(contract, spec, BOOK.classes(name), admissible, own=BOOK.ran_by(name, context.cell))
@@ -256,16 +252,10 @@ def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
 def counted(context: Any, spec: Spec, run: Callable[[Spec], Any]) -> Any:
     """``run(spec)`` as one example of the cell's share on CUDA: its first new kernel starts a class,
     and its class is recorded once it ran.  Elsewhere just ``run(spec)``."""
-    share = context.compiles
+    share = context.allowance.compiles
     if share is not None:
         share.start_example()
     verdict = run(spec)
     if share is not None:
         BOOK.record(book_name(context), signature(context.subject.contract, spec), spec, context.cell)
     return verdict
-
-
-def run_counted(context: Any, spec: Spec, *, determinism: bool) -> Any:
-    """One searched example (:func:`.checks.run_example`), :func:`counted`."""
-    return counted(context, spec, lambda s: run_example(context.subject, s, context.backend, context.judge,
-                                                       determinism=determinism))

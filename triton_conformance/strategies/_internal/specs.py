@@ -14,7 +14,8 @@ from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
 from triton_conformance.strategies._internal.validation import check_one_of
 
-__all__ = ["specs", "is_bounded", "UNBOUNDED", "SHAPE_CLASSES", "LAYOUT_DRAWS", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK"]
+__all__ = ["specs", "in_shape_class", "is_bounded", "UNBOUNDED", "SHAPE_CLASSES", "LAYOUT_DRAWS", "DEFAULT_MAX_ELEMENTS",
+           "BEYOND_BLOCK"]
 
 DEFAULT_MAX_ELEMENTS = 1 << 14
 # Dims other than the widest one are the grid in most kernels, and each program
@@ -155,6 +156,18 @@ def _beyond_block(contract: Contract, sym: str, budget: int, palette: bool):
 
 # A dim range this wide is unbounded in practice: a draw past it would be millions of rows.
 UNBOUNDED = 1 << 24
+
+
+def in_shape_class(shape: str, candidate: Spec, original: Spec) -> bool:
+    """Whether ``candidate`` (shrunk from, or moved near, ``original``) still belongs to shape class ``shape``."""
+    if shape == "tiny":
+        return all(n <= 3 for n in candidate.dims.values())
+    if shape == "non-pow2":  # every dim it moved is still 2^k +- 1 or the like
+        return all(n == original.dims[s] or (n > 1 and n & (n - 1)) for s, n in candidate.dims.items())
+    if shape == "beyond-block":
+        widest = max(original.dims, key=lambda s: original.dims[s])
+        return candidate.dims[widest] >= min(BEYOND_BLOCK, original.dims[widest])
+    return True
 
 
 def is_bounded(d: Dim) -> bool:

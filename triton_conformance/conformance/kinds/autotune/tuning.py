@@ -32,7 +32,7 @@ import types
 from collections import Counter
 from typing import Any, Callable, Iterable
 
-from triton_conformance.conformance.search.compiles import BudgetExhausted
+from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument
 
 __all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",
@@ -159,19 +159,14 @@ def reveal(target: Any, depth: int = 4) -> tuple:
 _CACHE: dict[int, tuple[Any, tuple]] = {}
 
 
-def tuners_for(subject_or_contract: Any) -> tuple:
-    """The autotuners a subject runs (given the subject, or its contract: looked up in the registry)."""
-    from triton_conformance.model.subject import Subject, registry
-
-    key = id(subject_or_contract)
+def tuners_for(subject: Any) -> tuple:
+    """The autotuners ``subject`` runs (:func:`reveal` on what it declares)."""
+    key = id(subject)
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] is subject_or_contract:
+    if hit is not None and hit[0] is subject:
         return hit[1]
-    subject = subject_or_contract
-    if not isinstance(subject, Subject):
-        subject = next((s for s in registry if s.contract is subject_or_contract), None)
-    tuners = () if subject is None else reveal(subject.target if subject.target is not None else subject.launcher)
-    _CACHE[key] = (subject_or_contract, tuners)
+    tuners = reveal(subject.target if subject.target is not None else subject.launcher)
+    _CACHE[key] = (subject, tuners)
     return tuners
 
 
@@ -186,15 +181,13 @@ def config_name(config: Any) -> str:
     return ",".join(parts)
 
 
-class ConfigPruned(BudgetExhausted):
-    """The pinned config is not among the survivors of the kernel's own pruning for this launch.
-
-    A BudgetExhausted, so the search discards the example (and the shrinker skips the candidate).
-    """
+class ConfigPruned(ExampleDiscarded):
+    """The pinned config is not among the survivors of the kernel's own pruning for this launch: the
+    example is discarded (the shrinker skips the candidate), never failed."""
 
     def __init__(self, kernel: str, config: str, survivors: list[str]):
-        BaseException.__init__(self, f"{kernel}: config {config} pruned here (survivors: {survivors})")
-        self.subject, self.budget, self.kernel = "", 0, kernel
+        super().__init__(PRUNED, f"{kernel}: config {config} pruned here (survivors: {survivors})")
+        self.kernel = kernel
 
 
 def _compat_pruned() -> bool:

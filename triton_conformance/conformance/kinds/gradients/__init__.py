@@ -1,14 +1,21 @@
 """The gradient cells (``grad``): a subject that declares a backward has its gradients judged.
 
 Only a contract with ``backward=`` gets them (every other subject's matrix,
-and the main job's cost, are unchanged).  Each cell searches examples with
-:mod:`..gradients`: the forward inputs drawn as the searched cells draw them,
-grad_output drawn with a layout class of its own, every declared gradient
-compared with float64 autograd of the oracle:
+and the main job's cost, are unchanged).  Each cell searches with the one
+search (:mod:`...search`) and the backward battery
+(:mod:`...battery.backward`): the forward inputs drawn as the searched cells
+draw them, grad_output drawn with a layout class of its own, every declared
+gradient compared with float64 autograd of the oracle through the same
+:class:`~...judge.Judge` as outputs:
 
 - ``grad:layout:<class>``: grad_output contiguous, transposed, sliced, padded,
   offset, or stride-0 broadcast (``.sum().backward()``, ``expand()``);
 - ``grad:dtype:<d>``: the inputs in each claimed float dtype;
+- ``grad:shape:non-pow2`` / ``grad:shape:beyond-block``: dims at 2^k +- 1 and
+  primes, or past one block (a long batch of short rows included): where a
+  backward's partial-sum buffers and tail blocks go wrong;
+- ``grad:values:<class>``: the value classes the subject claims, and
+  ``values:extreme`` for inputs that declare a ``value_range``;
 - ``grad:memory``: inputs in any claimed layout, grad_output in any class, and
   every memory check twice, in both sentinels and poisons;
 - ``grad:determinism``: two backward passes agree bit for bit, where claimed.
@@ -16,15 +23,27 @@ compared with float64 autograd of the oracle:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from hypothesis import strategies as st
+
+from triton_conformance.conformance.battery.backward import GRAD_OUTPUT
+from triton_conformance.conformance.battery.runners import BackwardExamples
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
+from triton_conformance.conformance.search.cell import search_cell
+from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
-from triton_conformance.model.contract import FLOAT_DTYPES, Contract
+from triton_conformance.model.contract import FLOAT_DTYPES
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.spec import Layout, Spec
+from triton_conformance.model.subject import Subject
+from triton_conformance.strategies._internal.layouts import layouts
+from triton_conformance.strategies._internal.specs import in_shape_class, specs
 
-__all__ = ["GradientCells"]
+__all__ = ["GradientCells", "GRAD_LAYOUTS", "gradient_specs", "cell_options"]
 
+GRAD_LAYOUTS = ("contiguous", "transposed", "sliced", "padded", "offset", "broadcast")
 _LAYOUTS = (
     ("contiguous", "grad_output row-major"),
     ("transposed", "grad_output a .t() / .permute() view"),
@@ -34,46 +53,117 @@ _LAYOUTS = (
     ("broadcast", "grad_output with stride-0 dims, as .sum().backward() or expand() give"),
 )
 _DTYPES = ("float16", "bfloat16", "float32", "float64")
+_SHAPES = (
+    ("non-pow2", "dims at 2^k +- 1 and primes: every tail block of the backward partial"),
+    ("beyond-block", "the widest dim past one block, or a long batch of short rows: partial-sum buffers sized "
+                     "by the grid"),
+)
+_VALUES = (
+    ("huge", "inputs around exp's overflow point"),
+    ("inf", "some inputs +inf or -inf"),
+    ("nan", "some inputs NaN"),
+    ("denormal", "half the inputs subnormal"),
+    ("ties", "small integers: maxima and sums tie exactly"),
+    ("extreme", "inputs that declare a value_range filled out to its ends"),
+)
+
+
+def _rank2(subject: Subject) -> bool:
+    return len(subject.contract.backward.output) >= 2
+
+
+def gradient_specs(subject: Subject, *, grad_layout: str | None, memory: bool, dtypes: tuple[str, ...],
+                   max_elements: int, max_outer: int, **pins: Any) -> st.SearchStrategy[Spec]:
+    """Specs of ``subject``'s forward inputs (contiguous, or any claimed layout with ``memory``; ``pins``:
+    ``dtype``, ``shape``, ``values`` as :func:`~...strategies.specs` takes them) plus a layout for
+    grad_output: of class ``grad_layout``, or any class (``None``)."""
+    contract = subject.contract
+    rank = len(contract.backward.output)
+    base = specs(contract, layout="memory" if memory else None, dtypes=dtypes, max_elements=max_elements,
+                 max_outer=max_outer, **pins)
+    if grad_layout is None:
+        classes = [k for k in GRAD_LAYOUTS if rank >= 2 or k not in ("transposed", "padded")]
+        layout = st.sampled_from(classes).flatmap(lambda k: layouts(k, rank))
+    elif grad_layout == "broadcast" and rank:
+        # Every dim stride 0 first (the grad of .sum(): ones expanded), then any subset.
+        layout = st.one_of(st.just(Layout("broadcast", broadcast=tuple(range(rank)))), layouts("broadcast", rank))
+    else:
+        layout = layouts(grad_layout, rank)
+    return st.tuples(base, layout).map(lambda pair: replace(pair[0], layouts={**pair[0].layouts, GRAD_OUTPUT: pair[1]}))
+
+
+def cell_options(value: str) -> dict[str, Any]:
+    """What a ``grad`` class pins: grad_output's layout, the spec's dtype / shape / values, the repeats."""
+    kind, _, arg = value.partition(":")
+    pins = {"dtype": arg} if kind == "dtype" else {"shape": arg} if kind == "shape" else (
+        {"values": arg} if kind == "values" else {})
+    return {"grad_layout": arg if kind == "layout" else None if kind in ("memory", "dtype") else "contiguous",
+            "memory": kind == "memory", "second": kind == "memory", "determinism": kind == "determinism",
+            "pins": pins}
 
 
 class GradientCells(CellKind):
-    """The backward's cells, a dimension of their own; only for contracts that declare a backward."""
+    """The backward's cells, a dimension of their own; only for subjects that declare a backward."""
 
     steers = True
     kernels = "backward"
     dimension = Dimension("grad", "the declared backward's gradients, against float64 autograd of the oracle", (
         *(CellClass(f"layout:{k}", s) for k, s in _LAYOUTS),
         *(CellClass(f"dtype:{d}", f"inputs (and so grad_output) in {d}") for d in _DTYPES),
+        *(CellClass(f"shape:{k}", s) for k, s in _SHAPES),
+        *(CellClass(f"values:{k}", s) for k, s in _VALUES),
         CellClass("memory", "inputs in any claimed layout, grad_output in any; saved tensors and grad_output "
                             "unchanged, gradients fully written and inside their guard bands, no reads outside"),
         CellClass("determinism", "two backward passes on identical inputs agree bit for bit"),
     ))
 
-    def values(self, contract: Contract) -> tuple[str, ...]:
+    def values(self, subject: Subject) -> tuple[str, ...]:
+        contract = subject.contract
         if contract.backward is None:
             return ()
-        rank = len(contract.backward.output)
-        layouts = [f"layout:{k}" for k, _ in _LAYOUTS if rank >= 2 or k not in ("transposed", "padded")]
+        layouts_ = [f"layout:{k}" for k, _ in _LAYOUTS if _rank2(subject) or k not in ("transposed", "padded")]
         dtypes = [f"dtype:{d}" for d in contract.float_dtypes() if d in _DTYPES]
+        shapes = [f"shape:{k}" for k, _ in _SHAPES if self.skip_reason(subject, f"shape:{k}", None) is None]
+        values = [f"values:{k}" for k, _ in _VALUES if k in contract.values or (k == "extreme" and contract.ranged)]
         determinism = ["determinism"] if contract.backward.deterministic else []
-        return tuple(layouts + dtypes + ["memory"] + determinism)
+        return tuple(layouts_ + dtypes + shapes + values + ["memory"] + determinism)
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
+    def budget_factor(self, subject: Subject) -> int:
+        return 2 if subject.contract.backward is not None else 1  # a backward's kernels are a family of their own
+
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
+        contract = subject.contract
         if contract.backward is None:
             return "the subject declares no backward"
+        kind, _, arg = value.partition(":")
         if value == "determinism" and not contract.backward.deterministic:
             return "the backward is declared nondeterministic (Backward(deterministic=False): atomics in dW)"
-        if value.startswith("layout:") and value[7:] in ("transposed", "padded") and len(contract.backward.output) < 2:
-            return f"grad_output layout {value[7:]!r} needs an output of rank >= 2"
-        if value.startswith("dtype:"):
-            dtype = value[6:]
-            if dtype not in contract.float_dtypes():
-                return f"no input claims {dtype}"
-            return backend.untestable.get(dtype)
+        if kind == "layout" and arg in ("transposed", "padded") and not _rank2(subject):
+            return f"grad_output layout {arg!r} needs an output of rank >= 2"
+        if value == "shape:beyond-block" and max(d.max for d in contract.dims.values()) < 64:
+            return "no dim can exceed a block"
+        if kind == "values":
+            if arg == "extreme":
+                return None if contract.ranged else "no input declares a value_range"
+            return None if arg in contract.values else f"value class {arg!r} not claimed"
+        if kind == "dtype":
+            if arg not in contract.float_dtypes():
+                return f"no input claims {arg}"
+            return backend.untestable.get(arg) if backend is not None else None
         return None
 
-    def run(self, context: CellContext, value: str) -> CellResult:
-        from triton_conformance.conformance.search.gradient_engine import search_gradients
+    def examples(self, context: CellContext, value: str) -> BackwardExamples:
+        options = cell_options(value)
+        return BackwardExamples(context, second=options["second"], determinism=options["determinism"])
 
-        testable = tuple(d for d in FLOAT_DTYPES if d not in context.backend.untestable)
-        return search_gradients(context, dtypes=testable)
+    def run(self, context: CellContext, value: str) -> CellResult:
+        options = cell_options(value)
+        policy, backend = context.policy, context.backend
+        testable = tuple(d for d in FLOAT_DTYPES if d not in backend.untestable)
+        strategy = gradient_specs(context.subject, grad_layout=options["grad_layout"], memory=options["memory"],
+                                  dtypes=testable, max_elements=policy.max_elements, max_outer=policy.max_outer,
+                                  palette=backend.compiles and context.allowance.compile_budget is not None,
+                                  **options["pins"])
+        shape = options["pins"].get("shape")
+        keeps = (lambda c, o: in_shape_class(shape, c, o)) if shape else None
+        return search_cell(context, self.examples(context, value), [Draw(strategy, keeps)])

@@ -11,10 +11,10 @@ import torch
 
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.kinds.large_index.example import large_index_plan, run_large_index_example
-from triton_conformance.conformance.results import cell_result, failed, reproducer_script, skipped
+from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
 from triton_conformance.model.cells import CellClass, Dimension
-from triton_conformance.model.contract import Contract
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
+from triton_conformance.model.subject import Subject
 
 __all__ = ["LargeIndexCell"]
 
@@ -24,18 +24,23 @@ class LargeIndexCell(CellKind):
     dimension = Dimension("shape", "", (CellClass(
         "large-index", "one input past 2^31 elements, where an int32 offset such as pid * BLOCK wraps around"),))
 
-    def skip_reason(self, contract: Contract, value: str, backend: Any) -> str | None:
-        plan = large_index_plan(contract)
+    def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
+        plan = large_index_plan(subject.contract)
         if isinstance(plan, str):
             return plan
         return backend.untestable.get(plan.dtype)
+
+    def replay(self, context: CellContext, value: str, example: Any, *, notes: list[str] | None = None
+               ) -> Finding | str:
+        """The one large-index example (it has no other: ``example`` is None)."""
+        return run_large_index_example(context.subject, context.backend, context.judge, notes=notes)
 
     def run(self, context: CellContext, value: str) -> CellResult:
         subject, backend = context.subject, context.backend
         plan = large_index_plan(subject.contract)
         notes: list[str] = []  # what the emulation could not check, or how it bounded the work
         try:
-            verdict = run_large_index_example(subject, backend, context.judge, notes=notes)
+            verdict = self.replay(context, value, None, notes=notes)
         except NotImplementedError as exc:  # an interpreter without the hooks the emulation needs
             return skipped(subject, context.cell, str(exc))
         where = "real tensors" if backend.on_device else "emulated: lazy tensors, last programs of the grid"
@@ -43,11 +48,9 @@ class LargeIndexCell(CellKind):
         if isinstance(verdict, Finding):
             example = {"dims": plan.dims, "dtypes": {n: plan.dtype for n in subject.contract.inputs},
                        "scalars": plan.scalars, "compared_rows": plan.fill_rows}
-            body = (f"from triton_conformance.conformance.replay import replay_large_index\n\n"
-                    f"replay_large_index({subject.module!r}, {subject.name!r}, device={backend.device!r})\n")
             return failed(subject, context.cell, verdict, message=f"{verdict.message} [{where}]",
                           counterexample=Counterexample(example), examples=1,
-                          reproducer=reproducer_script(subject, context.cell, verdict, backend, body))
+                          reproducer=reproducer(subject, context.cell, backend, None, verdict))
         if backend.on_device:
             torch.cuda.empty_cache()  # give the 4 GiB tensors back to the other cells of this worker
         elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)

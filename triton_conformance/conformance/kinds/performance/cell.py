@@ -143,7 +143,7 @@ def run_performance_cell(subject: Subject, *, backend: Backend, judge: Judge | N
         if isinstance(verdict, Finding):
             return failed(subject, cell, verdict, message=f"not timed: {where}: {verdict.message}",
                           counterexample=Counterexample(spec.to_dict()), examples=1,
-                          reproducer=reproducer(subject, cell, spec, verdict, backend))
+                          reproducer=reproducer(subject, cell, backend, spec, verdict))
     try:
         m = measure(subject, device=backend.device, timer=timer, peaks=peaks)
     except Exception as exc:  # noqa: BLE001 - a launch that fails while timed is a crash of the cell

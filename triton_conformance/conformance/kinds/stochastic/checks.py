@@ -1,13 +1,14 @@
-"""Ordinary cells of a stochastic subject: each example's output against the model."""
+"""Ordinary cells of a stochastic subject: each example's output against the model, as a judging rule."""
 
 from __future__ import annotations
 
 import torch
 
 from triton_conformance.conformance.kinds.stochastic.experiment import at, bernoulli_test, probabilities
+from triton_conformance.conformance.rules import JudgingRule, OutputCheck
 from triton_conformance.model.outcomes import Finding
 
-__all__ = ["check_stochastic_output"]
+__all__ = ["check_stochastic_output", "StochasticModelRule"]
 
 
 def check_stochastic_output(subject, out, ref, scalars: dict, bound, alpha: float | None):
@@ -30,3 +31,17 @@ def check_stochastic_output(subject, out, ref, scalars: dict, bound, alpha: floa
             return Finding("wrong", "rate-mismatch", f"{test.describe()} < alpha {alpha:.3g}",
                            {"p_value": test.p_value, "statistic": test.statistic, "expected": test.expected, "n": n})
     return None
+
+
+class StochasticModelRule(JudgingRule):
+    """A stochastic subject's output: only values its model allows, at the model's event rate (a test at the
+    level the judge's ``example_alpha`` option gives, if any)."""
+
+    name = "stochastic-model"
+
+    def applies(self, subject) -> bool:
+        return subject.contract.model is not None
+
+    def check(self, output: OutputCheck) -> Finding | None:
+        return check_stochastic_output(output.judge.subject, output.out, output.ref, output.scalars, output.bound,
+                                       output.judge.options.get("example_alpha"))

@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
+from triton_conformance.conformance.judge import Judge
 from triton_conformance.conformance.battery.launching import TORCH_SEED, launch, launcher_scalars
 from triton_conformance.conformance.kinds.stochastic.plan import POSITIVE_FRACTION, ROW_WIDTH
 from triton_conformance.model.stochastic import TORCH_SEED_RANGE
 from triton_conformance.oracles.statistics import StatResult, binomial_test, count_normal_test
-from triton_conformance.oracles.tolerance import default_bound
 from triton_conformance.strategies._internal.tensors import torch_dtype
 
 __all__ = ["Draw", "Experiment", "DesignFailure", "require_valid", "probabilities", "at", "flat", "bernoulli_test",
@@ -30,9 +30,10 @@ class Draw:
 class Experiment:
     """Launches one subject on designed inputs and classifies what comes back."""
 
-    def __init__(self, subject, backend, seed: int):
+    def __init__(self, subject, backend, seed: int, judge: Judge | None = None):
         self.subject, self.contract, self.model = subject, subject.contract, subject.contract.model
         self.backend = backend
+        self.judge = judge or Judge(subject, on_cuda=backend.compiles)  # every bound comes from the subject's judge
         self.last: dict[str, Any] | None = None  # the latest launch, for the counterexample
         self.elements = 0  # elements launched, for the cost figures
         self.generator = torch.Generator().manual_seed(seed)
@@ -124,8 +125,9 @@ class Experiment:
             raise DesignFailure("bad-shape", f"output shape {tuple(out.shape)}, oracle's {tuple(ref.shape)}")
         finite = ref[torch.isfinite(ref)].abs()
         scale = self.model.value_scale(float(finite.max()), params) if finite.numel() else 1.0
-        bound = default_bound(out_dtype=str(out.dtype).replace("torch.", ""),
-                              accumulate=self.contract.accumulate, scale=scale)
+        dims = {sym: size for n, t in inputs.items() for sym, size in zip(self.contract.inputs[n].shape, t.shape)}
+        dtypes = {n: str(t.dtype).replace("torch.", "") for n, t in inputs.items()}
+        bound = self.judge.bound(dims, dtypes, out, ref, scale)
         return Draw(inputs, out, self.model.classify(out, ref, params, bound), params)
 
     def collect(self, probability: float, trials: int, **value_kw) -> tuple[int, int, list[Draw]]:

@@ -16,12 +16,12 @@ import triton_conformance as tc
 from triton_conformance import ConformanceUsageError, Dim, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.conformance import backend as backend_module
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.battery.forward import (
+from triton_conformance.conformance.battery.forward import run_example
+from triton_conformance.conformance.expectation import (
     EXAMPLE_ACCEPTED,
     EXAMPLE_HONOURED,
     EXAMPLE_REJECTED,
     EXAMPLE_REJECTED_UNEXPLAINED,
-    run_example,
 )
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
 from triton_conformance.conformance.runner import run_cell

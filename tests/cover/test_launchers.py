@@ -18,7 +18,8 @@ import torch
 import triton_conformance as tc
 from triton_conformance import Dim, Dropout, InvalidContract, Mask, Scalar, Tensor
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.battery.forward import EXAMPLE_HONOURED, run_example
+from triton_conformance.conformance.battery.forward import run_example
+from triton_conformance.conformance.expectation import EXAMPLE_HONOURED
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import run_config
 from triton_conformance.strategies import Spec

@@ -27,7 +27,8 @@ from tests.zoo import correct_twin
 from tests.zoo import zoo_semantics as zoo  # registers the kernels below
 from triton_conformance import registry
 from triton_conformance.conformance.backend import current_backend
-from triton_conformance.conformance.battery.forward import EXAMPLE_HONOURED, run_example
+from triton_conformance.conformance.battery.forward import run_example
+from triton_conformance.conformance.expectation import EXAMPLE_HONOURED
 from triton_conformance.conformance.observe import Observer
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import run_config

@@ -18,7 +18,18 @@ from dataclasses import dataclass
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import Layout, Spec, strides_for
 
-__all__ = ["Expectation", "expectation", "actual_layout"]
+__all__ = ["Expectation", "expectation", "actual_layout", "EXAMPLE_HONOURED", "EXAMPLE_REJECTED",
+           "EXAMPLE_REJECTED_UNEXPLAINED", "EXAMPLE_ACCEPTED", "EXAMPLE_UNJUDGED"]
+
+# The words a passing example's verdict is said in (a failing one is a Finding).
+EXAMPLE_HONOURED = "honoured"
+EXAMPLE_REJECTED = "rejected"
+# Refused, but not in words: a bare assert, or an error from inside triton or torch.
+EXAMPLE_REJECTED_UNEXPLAINED = "rejected-unexplained"
+# Outside the contract, returned, and right: the claim could be wider.
+EXAMPLE_ACCEPTED = "accepted"
+# Outside the contract and returned, but the oracle cannot evaluate such inputs either.
+EXAMPLE_UNJUDGED = "unjudged"
 
 # Layout classes that a "contiguous" claim covers; size-1 dims with odd strides are either.
 _CONTIGUOUS_OK = ("contiguous",)

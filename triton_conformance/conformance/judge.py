@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
@@ -59,8 +60,6 @@ class OracleError(BaseException):
 @functools.lru_cache(maxsize=1)
 def _library_roots() -> tuple[str, ...]:
     """The installed package directories of triton and torch (imported by now: the launcher ran)."""
-    import sys
-
     roots = []
     for name in ("triton", "torch"):
         module = sys.modules.get(name)

@@ -2,10 +2,11 @@
 
 A format renders the results JSON (and, for a diff, a baseline document)
 to text; :func:`write_report` writes it atomically.  ``triton-conformance
-report --format NAME`` writes any registered format.  The built-in ones are
-``html`` (the matrix page, :mod:`.html`) and ``text`` (the terminal matrix,
-:mod:`.terminal`); the JUnit XML and Allure results come from pytest's own
-writers during the run.
+report --format NAME`` writes any registered format.  The built-in ones
+register themselves where they are defined, when the reports package is
+imported: ``html`` (the matrix page, :mod:`.html`) and ``text`` (the
+terminal matrix, :mod:`.terminal`); the JUnit XML and Allure results come
+from pytest's own writers during the run.
 
 A new format is one module that calls :func:`register_format` when it is
 imported: name it with ``--format-module``, or list it under the entry-point
@@ -55,7 +56,6 @@ def register_format(fmt: ReportFormat) -> ReportFormat:
 
 def report_formats() -> dict[str, ReportFormat]:
     """Every registered format, by name (the built-in ones first)."""
-    _builtins()
     return dict(_FORMATS)
 
 
@@ -88,14 +88,3 @@ def write_report(path: str, document: dict[str, Any], fmt: ReportFormat | str = 
     os.replace(tmp, path)
     return path
 
-
-def _builtins() -> None:
-    if "html" in _FORMATS:
-        return
-    from triton_conformance.reports.html import render_html
-    from triton_conformance.reports.terminal import document_lines
-
-    _FORMATS.setdefault("html", ReportFormat("html", ".html", lambda doc, base: render_html(doc, baseline=base),
-                                             "the matrix page, with each cell's detail"))
-    _FORMATS.setdefault("text", ReportFormat("text", ".txt", lambda doc, base: "\n".join(document_lines(doc)) + "\n",
-                                             "the terminal matrix"))

@@ -20,6 +20,7 @@ from triton_conformance.reports._html_assets import CSS, JS
 from triton_conformance.reports.catalogue import catalogue_of
 from triton_conformance.reports.combine import divergences, is_cross_device
 from triton_conformance.reports.diff import ResultsDiff, diff_documents
+from triton_conformance.reports.formats import ReportFormat, register_format, write_report
 from triton_conformance.reports.explain import (
     COLOURS,
     KERNEL_FAULTS,
@@ -393,6 +394,8 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
 
 def write_html(path: str, document: dict[str, Any], *, baseline: dict[str, Any] | None = None) -> str:
     """Write the report for ``document`` to ``path``; returns the absolute path."""
-    from triton_conformance.reports.formats import write_report  # formats lists this module's renderer
+    return write_report(path, document, HTML, baseline=baseline)
 
-    return write_report(path, document, "html", baseline=baseline)
+
+HTML = register_format(ReportFormat("html", ".html", lambda doc, baseline: render_html(doc, baseline=baseline),
+                                    "the matrix page, with each cell's detail"))

@@ -12,6 +12,7 @@ from triton_conformance.model.cells import Catalogue
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.reports.catalogue import DEFAULT
 from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
+from triton_conformance.reports.formats import ReportFormat, register_format
 
 __all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
            "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
@@ -179,3 +180,7 @@ def document_lines(doc: dict[str, Any]) -> list[str]:
                       f"{env.get('triton')}, torch {env.get('torch')}): {len(cells)} cells =="]
         lines += matrix_lines(cells, catalogue)
     return lines + divergence_lines(doc)
+
+
+TEXT = register_format(ReportFormat("text", ".txt", lambda doc, baseline: "\n".join(document_lines(doc)) + "\n",
+                                    "the terminal matrix"))

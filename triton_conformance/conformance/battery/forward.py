@@ -21,7 +21,14 @@ from triton_conformance.conformance.battery.checks import (
 )
 from triton_conformance.conformance.battery.launching import launch, outputs_of
 from triton_conformance.conformance.battery.memory import guarded_allocations
-from triton_conformance.conformance.expectation import expectation
+from triton_conformance.conformance.expectation import (
+    EXAMPLE_ACCEPTED,
+    EXAMPLE_HONOURED,
+    EXAMPLE_REJECTED,
+    EXAMPLE_REJECTED_UNEXPLAINED,
+    EXAMPLE_UNJUDGED,
+    expectation,
+)
 from triton_conformance.conformance.judge import Judge, OracleError, exception_text, rejection
 from triton_conformance.conformance.search.allowance import (
     Allowance,
@@ -33,17 +40,7 @@ from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
 
-__all__ = ["run_example", "EXAMPLE_REJECTED_UNEXPLAINED", "EXAMPLE_ACCEPTED", "EXAMPLE_UNJUDGED", "EXAMPLE_REJECTED",
-           "EXAMPLE_HONOURED"]
-
-EXAMPLE_HONOURED = "honoured"
-EXAMPLE_REJECTED = "rejected"
-# Refused, but not in words: a bare assert, or an error from inside triton or torch.
-EXAMPLE_REJECTED_UNEXPLAINED = "rejected-unexplained"
-# Outside the contract, returned, and right: the claim could be wider.
-EXAMPLE_ACCEPTED = "accepted"
-# Outside the contract and returned, but the oracle cannot evaluate such inputs either.
-EXAMPLE_UNJUDGED = "unjudged"
+__all__ = ["run_example"]
 
 
 def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Any, variant: int,

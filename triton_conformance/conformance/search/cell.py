@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis.errors import Unsatisfiable
 
-from triton_conformance.conformance.battery.forward import (
+from triton_conformance.conformance.expectation import (
     EXAMPLE_ACCEPTED,
     EXAMPLE_REJECTED,
     EXAMPLE_REJECTED_UNEXPLAINED,

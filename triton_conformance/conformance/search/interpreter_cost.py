@@ -177,8 +177,9 @@ def active_meter() -> CostMeter | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def _hook_points() -> tuple[Any, Any] | None:
-    try:
+def _hook_points() -> tuple[Any, Any, Any] | None:
+    """The interpreter module, its builder and its handle class, or None where they cannot be metered."""
+    try:  # imported here, not at the top: a triton whose interpreter does not import is simply not metered
         from triton.runtime import interpreter
     except Exception:  # noqa: BLE001 - no triton, or one whose interpreter does not import here
         return None
@@ -189,7 +190,7 @@ def _hook_points() -> tuple[Any, Any] | None:
         return None
     if not callable(getattr(handle, "__post_init__", None)):
         return None
-    return builder, handle
+    return interpreter, builder, handle
 
 
 def _kernel_name() -> str:
@@ -207,9 +208,7 @@ def _kernel_name() -> str:
 _PATCHED: dict[str, Any] = {}
 
 
-def _install(builder: Any, handle: Any) -> None:
-    from triton.runtime import interpreter
-
+def _install(interpreter: Any, builder: Any, handle: Any) -> None:
     set_dim, set_idx, post_init = builder.set_grid_dim, builder.set_grid_idx, handle.__post_init__
     patch_lang = getattr(interpreter, "_patch_lang", None)
 
@@ -240,9 +239,7 @@ def _install(builder: Any, handle: Any) -> None:
         interpreter._patch_lang = metered_patch_lang
 
 
-def _uninstall(builder: Any, handle: Any) -> None:
-    from triton.runtime import interpreter
-
+def _uninstall(interpreter: Any, builder: Any, handle: Any) -> None:
     builder.set_grid_dim, builder.set_grid_idx = _PATCHED.pop("set_grid_dim"), _PATCHED.pop("set_grid_idx")
     handle.__post_init__ = _PATCHED.pop("__post_init__")
     patch_lang = _PATCHED.pop("_patch_lang")

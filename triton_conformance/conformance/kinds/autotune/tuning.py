@@ -27,10 +27,17 @@ returns a made-up timing that makes the chosen winner win.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import types
 from collections import Counter
 from typing import Any, Callable, Iterable
+
+import torch
+from triton.runtime.autotuner import Autotuner
+
+from triton_conformance import compat
+from triton_conformance.compat import surviving_configs
 
 from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument
@@ -48,10 +55,6 @@ _FOREIGN = ("torch", "triton", "numpy", "hypothesis", "triton_conformance", "bui
 
 def tuner_of(obj: Any) -> Any:
     """The ``triton.runtime.autotuner.Autotuner`` behind ``obj`` (through ``@triton.heuristics``), or None."""
-    try:
-        from triton.runtime.autotuner import Autotuner
-    except ImportError:  # pragma: no cover - triton is a dependency
-        return None
     k = obj
     for _ in range(8):
         if isinstance(k, Autotuner):
@@ -191,8 +194,6 @@ class ConfigPruned(ExampleDiscarded):
 
 
 def _compat_pruned() -> bool:
-    from triton_conformance import compat
-
     return "autotune" in compat.installed()
 
 
@@ -238,8 +239,6 @@ class Tuning:
         obj.__dict__[attr] = value
 
     def __enter__(self) -> "Tuning":
-        from triton.runtime.autotuner import Autotuner
-
         compat = _compat_pruned()
         for tuner in self.tuners:
             tuner.cache.clear()
@@ -247,8 +246,6 @@ class Tuning:
             def prune(kwargs: dict, tuner: Any = tuner) -> list:
                 result = list(Autotuner.prune_configs(tuner, kwargs))
                 if compat:
-                    from triton_conformance.compat import surviving_configs
-
                     survivors = list(surviving_configs(tuner))
                 else:
                     survivors = result
@@ -305,7 +302,7 @@ class Tuning:
 
     def _install_compile_hook(self) -> None:
         try:
-            from triton import knobs
+            from triton import knobs  # triton 3.4 and later: older ones have no compile hook
         except ImportError:  # pragma: no cover
             return
         previous = knobs.runtime.jit_cache_hook
@@ -334,8 +331,6 @@ class Tuning:
     # -- the launcher ---------------------------------------------------------------------------------
     def wrap(self, subject: Any) -> Any:
         """``subject`` whose launcher clears every tuner's cache first (unless ``clear_cache`` is False)."""
-        import dataclasses
-
         launcher = subject.launcher
 
         def tuned_launcher(**kw: Any) -> Any:
@@ -361,8 +356,6 @@ def _bench_attr(tuner: Any) -> str:
 
 def _quick_bench(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> list:
     """A tuner's benchmark in :data:`QUICK_BENCH_RUNS` timed runs after one warm-up: (median, min, max) ms."""
-    import torch
-
     kernel_call()
     times = []
     for _run in range(QUICK_BENCH_RUNS):

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 __all__ = ["TAIL_PROGRAMS", "LONG_LOOP", "KEEP_ITERATIONS", "WHOLE_AXIS", "OutOfBoundsAccess", "tail_programs"]
 
 TAIL_PROGRAMS = 3  # programs run per grid axis
@@ -76,8 +78,6 @@ class _Emulation:
 
     def outside(self, kind: str, ptrs: Any, mask: Any, itemsize: int):
         """Boolean array: which live (unmasked) addresses lie outside every tensor of the launch."""
-        import numpy as np
-
         addresses = np.asarray(ptrs).astype(np.uint64)
         live = np.broadcast_to(np.asarray(mask, dtype=bool), addresses.shape) if mask is not None else \
             np.ones(addresses.shape, dtype=bool)
@@ -111,6 +111,7 @@ def tail_programs(keep: int = TAIL_PROGRAMS, *, whole_axis: int = 0, long_loop: 
     :class:`OutOfBoundsAccess`, recorded as ``state.violation`` (the
     interpreter re-raises errors as its own).  Neither touches the address.
     """
+    # The interpreter's internals: imported only when a launch is emulated (TRITON_INTERPRET is set by then).
     import triton.language as tl
     from triton.runtime import interpreter
 

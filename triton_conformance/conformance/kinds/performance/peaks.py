@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import torch
+
 from triton_conformance.errors import InvalidArgument
 
 __all__ = [
@@ -93,15 +95,11 @@ class CudaEventTimer:
                 f"median of {self.min_reps}..{self.max_reps} calls (~{self.rep_ms:g} ms)")
 
     def _flush(self) -> None:
-        import torch
-
         if self._cache is None:
             self._cache = torch.empty(self.flush_bytes, dtype=torch.int8, device=self.device)
         self._cache.zero_()
 
     def _timed(self, fn: Callable[[], Any], n: int) -> list[float]:
-        import torch
-
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for start, end in zip(starts, ends):
@@ -113,8 +111,6 @@ class CudaEventTimer:
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
     def __call__(self, fn: Callable[[], Any]) -> list[float]:
-        import torch
-
         fn()  # compiles and autotunes outside the timing
         torch.cuda.synchronize()
         estimate = median_ms(self._timed(fn, 5))
@@ -163,8 +159,6 @@ class MeasuredPeaks:
 
     def bandwidth_gbs(self) -> float:
         if self._bandwidth is None:
-            import torch
-
             src = torch.ones(self.copy_bytes // 4, dtype=torch.float32, device=self.device)
             dst = torch.empty_like(src)
             ms = median_ms(self.timer(lambda: dst.copy_(src)))
@@ -174,8 +168,6 @@ class MeasuredPeaks:
 
     def tflops(self, dtype: str) -> float:
         if dtype not in self._tflops:
-            import torch
-
             dt = getattr(torch, dtype, None)
             if not isinstance(dt, torch.dtype) or not dt.is_floating_point:
                 raise InvalidArgument(f"MeasuredPeaks.tflops: dtype={dtype!r}, expected a float dtype name")
@@ -188,8 +180,6 @@ class MeasuredPeaks:
         return self._tflops[dtype]
 
     def describe(self) -> dict[str, Any]:
-        import torch
-
         out: dict[str, Any] = {"source": "measured", "timer": getattr(self.timer, "description", repr(self.timer)),
                                "copy_bytes": self.copy_bytes, "matmul_size": self.matmul_size,
                                "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}

@@ -24,7 +24,10 @@ makes an ``InterpretedFunction`` instead, which none of them expects:
   ``triton.language`` (code generated at import, helpers reached through
   ``import triton``) runs; the interpreter asserts "triton.language must be
   visible from within jit'd function".  The module gets a hidden name bound to
-  ``triton.language`` when the function is decorated (so: after the shim).
+  ``triton.language`` when the function is decorated (so: after the shim), and
+  a parameter annotated ``triton.language.constexpr`` is a constexpr, as
+  ``tl.constexpr`` is.  Names bound early (``from triton.language import load``)
+  are not served: the interpreter patches the module's attributes, not them.
 """
 
 from __future__ import annotations
@@ -256,3 +259,16 @@ def apply_lang_globals(patch: Patch, target: TargetDevice) -> None:
             patch.set_item(g, _LANG_KEY, tl)  # the module the interpreter patches for this function's builtins
 
     patch.set(cls, "__init__", __init__)
+
+    # The interpreter reads a kernel's annotations as the source wrote them; "triton.language.constexpr"
+    # is then not a constexpr (only "tl.constexpr" is), and the parameter arrives as a tensor.
+    from triton.runtime import jit
+
+    normalize = jit._normalize_ty
+
+    def _normalize_ty(ty: Any) -> str:
+        if isinstance(ty, str) and ty.strip().startswith("triton.language."):
+            ty = "tl." + ty.strip().removeprefix("triton.language.")
+        return normalize(ty)
+
+    patch.set(jit, "_normalize_ty", _normalize_ty)

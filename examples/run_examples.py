@@ -1,6 +1,6 @@
 """Run the conformance battery in each example folder (or the ones named), one CLI run per folder.
 
-    python examples/run_examples.py                    # liger_kernel, fla_core, lightning_attn
+    python examples/run_examples.py                    # every folder below
     python examples/run_examples.py lightning_attn -n 2
 Each folder writes its own conformance-results/results.json and results.html.
 Extra arguments go to `triton-conformance run` (default: --device interpreter --profile ci -n 2).
@@ -13,7 +13,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = ("liger_kernel", "fla_core", "lightning_attn")
+EXAMPLES = ("liger_kernel", "fla_core", "lightning_attn", "flag_gems")
 
 
 def main(argv):

@@ -2,8 +2,9 @@
 
 Under ``TRITON_INTERPRET=1`` kernels from real libraries trip over the
 interpreter (libdevice functions return None, ``@triton.autotune`` wants a
-driver, launchers ask the GPU for its SM count or allocate on ``cuda``...),
-and bf16 arithmetic is computed on raw bit patterns.  Each of those is one
+driver, launchers ask the GPU for its SM count or allocate on ``cuda``,
+library runtimes over ``@triton.jit`` expect a ``JITFunction``...), and bf16
+arithmetic is computed on raw bit patterns.  Each of those is one
 named shim here; :func:`install` applies them (all by default), only under
 the interpreter, idempotently, and :func:`uninstall` takes them off again.
 
@@ -34,6 +35,16 @@ SHIMS: dict[str, str] = {
                          "from the declared target device",
     "cuda_allocations": "device='cuda' in torch factories, .to('cuda') and .cuda() allocate on the CPU "
                         "(only where torch has no CUDA)",
+    "torch_hip": "torch.hip (absent from CPU wheels) says there is no HIP device",
+    "nvidia_smi": "an nvidia-smi on PATH (where none is) describing the declared target device, for libraries "
+                  "that find their vendor with it",
+    "jit_function": "interpreted kernels pass isinstance(fn, JITFunction) and have its params, signature and "
+                    "cache_key (library runtimes walk .fn to reach one)",
+    "compiled_kernel": "kernel.run(...) / .warmup(...) return a launchable kernel handle (kernel[grid](*args), "
+                       "n_regs, metadata), not None",
+    "tensor_wrappers": "tensor-like arguments with data_ptr() and dtype (StridedBuffer) reach the kernel "
+                       "without the interpreter's host copy",
+    "lang_globals": "a @triton.jit function whose module never imports triton.language runs",
     "float_scalars": "Python float kernel arguments become fp32 scalars, as the compiler specializes them",
     "loop_vars": "`for i in range(...)` / tl.range loop variables are int32 tensors, as when compiled",
     "bf16": "bf16 arithmetic, casts, dot, reductions and scans decoded to fp32 and rounded to nearest even",
@@ -45,10 +56,19 @@ _APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn
     "device_context": ("devices", "apply_device_context"),
     "device_properties": ("devices", "apply_device_properties"),
     "cuda_allocations": ("devices", "apply_cuda_allocations"),
+    "torch_hip": ("devices", "apply_torch_hip"),
+    "nvidia_smi": ("smi", "apply"),
+    "jit_function": ("runtime", "apply_jit_function"),
+    "compiled_kernel": ("runtime", "apply_compiled_kernel"),
+    "tensor_wrappers": ("runtime", "apply_tensor_wrappers"),
+    "lang_globals": ("runtime", "apply_lang_globals"),
     "float_scalars": ("quirks", "apply_float_scalars"),
     "loop_vars": ("quirks", "apply_loop_vars"),
     "bf16": ("bf16", "apply"),
 }.items()}
+
+# The shims that answer for the target device: applied again when it changes.
+_TARGETED = ("device_properties", "nvidia_smi", "compiled_kernel")
 
 _installed: dict[str, Patch] = {}
 _target: TargetDevice | None = None
@@ -88,7 +108,7 @@ def install(names: Iterable[str] | None = None, *, target: TargetDevice = DEFAUL
     if not interpreter_active():
         return ()
     if _target is not None and target != _target:
-        uninstall([n for n in ("device_properties",) if n in _installed])
+        uninstall([n for n in _TARGETED if n in _installed])
     _target = target
     for name in wanted:
         if name in _installed:

@@ -8,6 +8,13 @@ pruning (``prune_configs_by``: ``early_config_prune``, then ``perf_model`` /
 names -- so ``Autotuner.run`` takes its single-config path and benchmarks
 nothing.  Every survivor is recorded: :func:`surviving_configs` gives them,
 so each can be tested as its own variant.
+
+``Autotuner`` subclasses with a runtime of their own (FlagGems' ``LibTuner``)
+benchmark even a single survivor and keep their choices in a cache of their
+own (a database, keyed by their own key).  Under the shim a tuner's benchmark
+is untimed (it returns 0 ms and runs nothing) unless the engine has hooked it,
+and a cache that is not a dict is replaced by one in memory: a choice lives
+for this process only, so the pruning above decides it, not a past run.
 """
 
 from __future__ import annotations
@@ -78,3 +85,25 @@ def apply(patch: Patch, target: TargetDevice) -> None:
         return [survivors[index]]
 
     patch.set(Autotuner, "prune_configs", prune_configs)
+    patch.set(Autotuner, "do_bench", _Untimed())
+    patch.set(Autotuner, "cache", property(_get_cache, _set_cache))
+
+
+def _untimed(kernel_call: Any, quantiles: Any = None, **kwargs: Any) -> list[float]:
+    return [0.0, 0.0, 0.0]
+
+
+class _Untimed:
+    """``Autotuner.do_bench`` under the interpreter: no timing.  A non-data descriptor, so a benchmark the
+    engine sets on a tuner instance still wins."""
+
+    def __get__(self, tuner: Any, owner: Any = None) -> Any:
+        return self if tuner is None else _untimed
+
+
+def _get_cache(tuner: Any) -> dict:
+    return tuner.__dict__.setdefault("cache", {})
+
+
+def _set_cache(tuner: Any, value: Any) -> None:
+    tuner.__dict__["cache"] = value if isinstance(value, dict) else {}  # a subclass's persistent cache: in memory

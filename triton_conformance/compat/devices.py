@@ -6,13 +6,17 @@
 - ``device_properties``: ``torch.cuda.get_device_capability / get_device_properties /
   get_device_name`` and triton's ``driver.active`` (``get_current_target()``,
   ``utils.get_device_properties()``, the current device) answer from the declared
-  :class:`TargetDevice`.  ``torch.cuda.is_available()`` and ``device_count()`` are left
-  alone: code that branches on them still takes its CPU path.
+  :class:`TargetDevice`; where torch has no CUDA, ``current_device()`` is 0 and
+  ``device_count()`` 1 (runtimes size per-device caches by it and index them by
+  the current device).  ``torch.cuda.is_available()`` is left alone: code that
+  branches on it still takes its CPU path.
 - ``cuda_allocations``: where torch has no CUDA, ``device="cuda"`` (``"cuda:0"``, an index,
   ``torch.device("cuda")``) given to a torch factory, ``Tensor.to``, ``Tensor.new_*`` or
   ``Tensor.cuda()`` allocates on the CPU instead of raising "Torch not compiled with CUDA
   enabled" -- also at import time, which the engine's per-launch remapping of
   ``empty``/``zeros`` does not cover.
+- ``torch_hip``: ``torch.hip`` (which CPU wheels lack; older liger-kernel asks
+  ``torch.hip.is_available()`` at import) says there is no HIP device.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 from triton_conformance.compat._patch import Patch
 from triton_conformance.compat.target import TargetDevice
 
-__all__ = ["apply_device_context", "apply_device_properties", "apply_cuda_allocations", "FakeDriver"]
+__all__ = ["apply_device_context", "apply_device_properties", "apply_cuda_allocations", "apply_torch_hip",
+           "FakeDriver"]
 
 
 def _is_cuda(device: Any) -> bool:
@@ -134,8 +139,9 @@ def apply_device_properties(patch: Patch, target: TargetDevice) -> None:
     patch.set(torch.cuda, "get_device_capability", lambda device=None: tuple(target.capability))
     patch.set(torch.cuda, "get_device_properties", lambda device=None: props)
     patch.set(torch.cuda, "get_device_name", lambda device=None: target.name)
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available():  # the target is device 0, the one device there is
         patch.set(torch.cuda, "current_device", lambda: 0)
+        patch.set(torch.cuda, "device_count", lambda: 1)
     patch.set(driver, "_active", FakeDriver(target))
 
 
@@ -183,3 +189,17 @@ def apply_cuda_allocations(patch: Patch, target: TargetDevice) -> None:
 
     patch.set(torch.Tensor, "to", to)
     patch.set(torch.Tensor, "cuda", cuda)
+
+
+# ---------------------------------------------------------------------------- torch.hip
+def apply_torch_hip(patch: Patch, target: TargetDevice) -> None:
+    import types
+
+    import torch
+
+    if hasattr(torch, "hip"):
+        return  # a build that has it answers for itself
+    hip = types.ModuleType("torch.hip", "No HIP device (triton-conformance compat: this torch has no torch.hip)")
+    hip.is_available = lambda: False  # type: ignore[attr-defined]
+    hip.device_count = lambda: 0  # type: ignore[attr-defined]
+    patch.set(torch, "hip", hip)

@@ -88,9 +88,12 @@ def _is_number(v: Any) -> bool:
 class Tensor:
     """A tensor input: its symbolic shape, the dtypes and layouts it claims, and the values it takes.
 
-    ``layouts="contiguous"`` claims only row-major contiguous inputs that start
-    their storage (offset 0, as fresh from ``torch.empty``); the launcher must
-    reject anything else, though size-1 dims may carry any stride.
+    ``layouts="contiguous"`` claims the inputs torch's ``is_contiguous()`` accepts:
+    row-major strides, wherever the view starts in its storage (a storage offset
+    is inside the claim).  Anything strided otherwise (a transpose, a slice with a
+    step, padded rows, a stride-0 broadcast) is outside it: the launcher may refuse
+    it or compute it right, never get it wrong.  Size-1 dims may carry any stride
+    (such an input may be honoured or refused).
     ``layouts="any"`` claims any strides, storage offsets and stride-0 broadcasts.
 
     - ``value_range=(low, high)``: the finite values the input may hold.  Ordinary

@@ -364,8 +364,13 @@ def _import(name: str, load: Callable[[], Any], root: str | None, failures: list
                 "importable module name: check the spelling, or add its folder to the ini option pythonpath"
             ) from exc
         where = _location(exc, root)
-        first = (traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines() or [type(exc).__name__])
-        error = first[-1] + (f" ({where})" if where else "")
+        # "Type: message" is the last part (a SyntaxError's source lines come first); of a message of
+        # several lines, its first (what a library's runtime says it refuses), past an empty one.
+        lines = [line.strip() for line in traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines()]
+        head = lines[0] if lines else type(exc).__name__
+        if head.endswith(":"):
+            head = " ".join([head] + [line for line in lines[1:] if line][:1])
+        error = head + (f" ({where})" if where else "")
         failures.append(ImportFailure(name, error, "".join(traceback.format_exception(type(exc), exc,
                                                                                        exc.__traceback__))))
 

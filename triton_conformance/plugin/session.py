@@ -103,6 +103,9 @@ class ConformanceSession:
                 continue
             close = difflib.get_close_matches(wanted, list(cells) + sorted(subjects), n=3)
             hint = f"; closest: {', '.join(close)}" if close else ""
+            if self.import_failures:  # the cell may be one of theirs: say so, not only "names no cell"
+                hint += "; " + "; ".join(f"subject module {f.module!r} failed to import ({f.error}), so the "
+                                         f"cells it declares are unknown" for f in self.import_failures)
             raise ConformanceUsageError(
                 f"--conformance-cell={wanted!r} names no cell, expected subject[cell] as the terminal prints it, "
                 f"or a subject name{hint}")

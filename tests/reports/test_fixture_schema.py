@@ -35,10 +35,8 @@ def fixture_doc():
 
 def _runner_counterexample():
     """The engine's own function that turns a failing spec into the counterexample it records."""
-    try:
-        from triton_conformance.conformance.search.engine import counterexample
-    except ImportError:
-        from triton_conformance.conformance.runner import counterexample
+    from triton_conformance.conformance.results import counterexample
+
     return counterexample
 
 

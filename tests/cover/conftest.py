@@ -13,3 +13,16 @@ def _restore_registry():
         registry.clear()
         for subject in before:
             registry.add(subject)
+
+
+@pytest.fixture
+def no_shims():
+    """The test starts with no compat shim applied, and leaves the process's shims as it found them."""
+    from triton_conformance import compat
+
+    before = compat.installed(), compat.current_target()
+    compat.uninstall()
+    yield
+    compat.uninstall()
+    if before[0]:
+        compat.install(before[0], target=before[1])

@@ -24,15 +24,7 @@ from tests.compat_kernels import bf16_sum, kernels  # noqa: E402  (after TRITON_
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="torch has CUDA here: nothing to remap")
 
 
-@pytest.fixture(autouse=True)
-def bare():
-    """Each test starts with no shim applied and leaves the process as it found it."""
-    before = compat.installed(), compat.current_target()
-    compat.uninstall()
-    yield
-    compat.uninstall()
-    if before[0]:
-        compat.install(before[0], target=before[1])
+pytestmark = pytest.mark.usefixtures("no_shims")  # tests/cover/conftest.py: each test starts with none
 
 
 def only(name, **kw):

@@ -21,15 +21,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reaso
 from tests.compat_kernels import runtimes  # noqa: E402  (after TRITON_INTERPRET)
 
 
-@pytest.fixture(autouse=True)
-def bare():
-    """Each test starts with no shim applied and leaves the process as it found it."""
-    before = compat.installed(), compat.current_target()
-    compat.uninstall()
-    yield
-    compat.uninstall()
-    if before[0]:
-        compat.install(before[0], target=before[1])
+pytestmark = pytest.mark.usefixtures("no_shims")  # tests/cover/conftest.py: each test starts with none
 
 
 def only(*names, **kw):

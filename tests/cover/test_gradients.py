@@ -229,16 +229,11 @@ def test_a_grad_cell_says_which_draws_it_did_not_run():
     assert result.examples == 30 or "ended the search" in result.message, result.message
 
 
-class _PartialsFor128Programs(torch.autograd.Function):
-    """y = x * weight whose dW sums per-program partials in a buffer of 128 slots: program r writes slot r % 128,
-    so past 128 rows a later row overwrites an earlier partial instead of adding to it (``wide`` only)."""
+class _PartialsFor128Programs(Scale):
+    """Scale whose dW sums per-program partials in a buffer of 128 slots: program r writes slot r % 128, so
+    past 128 rows a later row overwrites an earlier partial instead of adding to it (``wide_bug`` only)."""
 
     wide_bug = False
-
-    @classmethod
-    def forward(cls, ctx, x, weight):
-        ctx.save_for_backward(x, weight)
-        return x * weight
 
     @classmethod
     def backward(cls, ctx, g):

@@ -6,6 +6,8 @@ strides live in the model; this module draws them.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from hypothesis import strategies as st
 
 from triton_conformance.model.spec import LAYOUT_CLASSES, Layout
@@ -14,6 +16,7 @@ from triton_conformance.strategies._internal.validation import check_one_of
 __all__ = ["layouts"]
 
 
+@lru_cache(maxsize=256)  # one strategy object per class and rank: a composite draws it at every example
 def layouts(kind: str, ndim: int) -> st.SearchStrategy[Layout]:
     """Returns a strategy for a :class:`Layout` of class ``kind`` for a rank-``ndim`` tensor.
 

@@ -6,6 +6,7 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
+from triton_conformance.strategies._internal.cached import integers
 from triton_conformance.strategies._internal.validation import check_bounds
 
 __all__ = ["boundary_sizes", "sizes", "non_power_of_two_sizes", "PRIMES", "palette_sizes", "specialization_class",
@@ -31,6 +32,7 @@ def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
+@lru_cache(maxsize=4096)  # one strategy object per range: a composite draws it at every example
 def sizes(*, min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int]:
     """Returns a strategy for a dimension size in ``[min_value, max_value]``.
 
@@ -50,7 +52,7 @@ def sizes(*, min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int
     def log_uniform(k: int) -> st.SearchStrategy[int]:
         lo = min(max(min_value, (1 << k) - 1 if k else 0), max_value)
         hi = max(lo, min(max_value, (1 << (k + 1)) + 1))
-        return st.integers(lo, hi)
+        return integers(lo, hi)
 
     return st.one_of(
         st.integers(0, bits).flatmap(log_uniform),
@@ -58,6 +60,7 @@ def sizes(*, min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int
     )
 
 
+@lru_cache(maxsize=4096)
 def non_power_of_two_sizes(*, min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int]:
     """Returns a strategy for sizes that are not powers of two: ``2^k ± 1`` and primes.
 

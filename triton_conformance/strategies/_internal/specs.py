@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from triton_conformance.model.contract import MASK_CLASSES, RANGED_VALUE_CLASSES, VALUE_CLASSES, Contract, Dim
 from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, layout_applies
+from triton_conformance.strategies._internal.cached import integers, nonempty_subsets, sampled_from
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
 from triton_conformance.strategies._internal.validation import check_one_of
@@ -75,13 +76,14 @@ def _dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: in
     out = _draw_dims(draw, contract, shape_class, budget, max_outer, forced, palette, _largest_dim(contract), None)
     others = [s for s in wide_candidates(contract, max_outer) if s not in forced]
     if others and shape_class != "tiny" and not forced and draw(_WIDE_CHOICE) == WIDE_ODDS:
-        wide = draw(st.sampled_from(others))
+        wide = draw(sampled_from(tuple(others)))
         out = _draw_dims(draw, contract, shape_class, budget, max_outer, forced, palette, wide,
                          WIDE_OUTER_FACTOR * max_outer)
     return out
 
 
 _WIDE_CHOICE = st.integers(0, WIDE_ODDS)
+_SEEDS = st.integers(0, 2**31 - 1)
 
 
 def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_outer: int, forced: dict[str, int],
@@ -115,14 +117,14 @@ def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_oute
             cap = min(cap, _integer_root(room, spec.shape.count(sym)))  # (N, N) takes N squared
         cap = max(d.min, cap)
         if shape_class == "tiny":
-            out[sym] = draw(st.integers(d.min, max(d.min, min(d.max, 3))))
+            out[sym] = draw(integers(d.min, max(d.min, min(d.max, 3))))
         elif palette:  # few distinct sizes per specialization class, so compiled kernels are reused
             # The palette of the dim's own range, cut at the budget: the cut itself
             # varies with the other dims, so it would be a new size every time.
             pool = tuple(v for v in palette_sizes(d.min, d.max) if v <= cap) or (d.min,)
             if shape_class == "non-pow2":
                 pool = tuple(v for v in pool if v > 1 and v & (v - 1)) or pool
-            out[sym] = draw(st.sampled_from(pool))
+            out[sym] = draw(sampled_from(pool))
         elif shape_class == "non-pow2":
             out[sym] = draw(non_power_of_two_sizes(min_value=d.min, max_value=cap))
         else:
@@ -225,15 +227,15 @@ def _layouts(draw, contract: Contract, layout_class: str | None, mask_class: str
     if layout_class in LAYOUT_CLASSES and layout_class != "contiguous":
         eligible = [n for n in contract.inputs if layout_applies(layout_class, ranks[n])
                     and not (layout_class == "broadcast" and n in contract.inplace)]  # a written input: no stride 0
-        chosen = draw(st.lists(st.sampled_from(eligible), min_size=1, unique=True)) if eligible else []
+        chosen = draw(nonempty_subsets(tuple(eligible))) if eligible else []
         for n in chosen:
             out[n] = draw(layouts(layout_class, ranks[n]))
     elif layout_class in ("mixed", "memory"):
         for n, spec in contract.inputs.items():
             if layout_class == "memory" and spec.layouts == "contiguous":
                 continue
-            kind = draw(st.sampled_from([k for k in LAYOUT_CLASSES if layout_applies(k, ranks[n])
-                                         and not (k == "broadcast" and n in contract.inplace)]))
+            kind = draw(sampled_from(tuple(k for k in LAYOUT_CLASSES if layout_applies(k, ranks[n])
+                                           and not (k == "broadcast" and n in contract.inplace))))
             out[n] = draw(layouts(kind, ranks[n]))
     mask = contract.mask_name
     if mask_class == "broadcast" and mask is not None and ranks[mask] >= 2:
@@ -304,9 +306,11 @@ def specs(
         for name, s in contract.scalars.items()
     })
 
+    forced_dims = _forced_dims(contract, shape, layout, budget, palette)
+
     @st.composite
     def draw_spec(draw) -> Spec:
-        forced = draw(_forced_dims(contract, shape, layout, budget, palette))
+        forced = draw(forced_dims)
         dims = draw(_dims(contract, shape, budget, max_outer, forced, palette))
         return Spec(
             dims=dims,
@@ -315,7 +319,7 @@ def specs(
             scalars=draw(scalars),
             values=values,
             mask=mask_class,
-            seed=draw(st.integers(0, 2**31 - 1)),
+            seed=draw(_SEEDS),
         )
 
     return draw_spec()

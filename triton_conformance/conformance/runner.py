@@ -16,6 +16,7 @@ from dataclasses import replace
 from triton_conformance.conformance.autotune import quick_benchmarks, tuners_for
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.compiles import BudgetExhausted, CellCompiles, counting_compiles
+from triton_conformance.conformance.harness import run_kind
 from triton_conformance.conformance.interpreter_cost import cost_details, metering_cell
 from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.kinds import CellContext, cells_for, judge_for, kind_of
@@ -95,7 +96,7 @@ def run_cell(
                                counter=share) as compiles, metering_cell(kind, context) as (context, meter):
             try:
                 with _tuning_quickly(subject, backend):
-                    result = kind.run(context, value)
+                    result = run_kind(kind.run, context, value)  # HOOK(harness): escaped exceptions judged
             except BudgetExhausted as exc:  # an unsearched cell whose one example a budget could not pay for
                 result = skipped(subject, cell, f"{exc.spent}: {exc}")
             except OracleError as exc:

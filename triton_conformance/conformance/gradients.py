@@ -52,6 +52,7 @@ from triton_conformance.conformance.memory import (
     unwritten_elements,
 )
 from triton_conformance.conformance.safety import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.errors import StillFails
 from triton_conformance.model.outcomes import (
     Finding,
     worst,
@@ -346,5 +347,5 @@ def replay_gradients(module: str, name: str, cell: str, spec: Spec | dict, *, de
     print(f"verdict: {verdict if isinstance(verdict, str) else verdict.outcome + ' / ' + verdict.kind}: "
           f"{getattr(verdict, 'message', '')}")
     if check and isinstance(verdict, Finding):
-        raise AssertionError(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
+        raise StillFails(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
     return verdict

@@ -1,7 +1,7 @@
 """What a reproducer calls: rebuild a failing example and judge it again, as its cell did.
 
 Each function imports the subject's module, runs the example on the back end
-named by ``device``, prints what it found, and raises AssertionError if the
+named by ``device``, prints what it found, and raises StillFails (an AssertionError) if the
 example still fails.  Every one runs under the cell's own guards, poison and
 sentinels, so a memory bug reproduces as the verdict, never as a crash first.
 """
@@ -15,6 +15,7 @@ from triton_conformance.conformance.checks import run_example
 from triton_conformance.conformance.kinds import judge_for, stochastic_plan
 from triton_conformance.conformance.large_index import run_large_index_example
 from triton_conformance.conformance.stochastic import run_stochastic_cell
+from triton_conformance.errors import StillFails
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import get_subject
@@ -46,7 +47,7 @@ def replay(module: str, name: str, spec: Spec | dict, *, device: str = "cpu", de
     verdict = run_example(subject, spec, backend, judge_for(subject, backend), determinism=determinism)
     print(f"verdict: {verdict if isinstance(verdict, str) else verdict.outcome + ' / ' + verdict.kind}")
     if check and isinstance(verdict, Finding):
-        raise AssertionError(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
+        raise StillFails(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
     return built.views, verdict
 
 
@@ -59,7 +60,7 @@ def replay_stochastic(module: str, name: str, cell: str, *, seed: int, device: s
               f"expected {t['expected']:.6g}, n={t['n']}, p-value={t['p_value']:.3g}")
     print(f"{name}[{cell}]: {result.outcome} {result.message}")
     if not result.passed:
-        raise AssertionError(f"{name}: {result.outcome} ({result.finding}): {result.message}")
+        raise StillFails(f"{name}: {result.outcome} ({result.finding}): {result.message}")
     return result
 
 
@@ -70,5 +71,5 @@ def replay_large_index(module: str, name: str, device: str = "cpu", *, check: bo
     print(f"verdict: {verdict if isinstance(verdict, str) else verdict.outcome + ' / ' + verdict.kind}: "
           f"{getattr(verdict, 'message', '')}")
     if check and isinstance(verdict, Finding):
-        raise AssertionError(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
+        raise StillFails(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
     return verdict

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triton_conformance.conformance.prelude import compat_prelude
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
 from triton_conformance.model.subject import Subject
 
@@ -40,7 +41,7 @@ def reproducer_script(subject: Subject, cell: str, finding: Finding, backend: An
     """A runnable script: a header naming the failure, the back end's prelude, then ``body``."""
     message = finding.message.splitlines()[0][:300] if finding.message else ""
     return (f"# {subject.name}[{cell}]: {finding.outcome} ({finding.kind})\n# {message}\n"
-            f"{backend.prelude()}{body}")
+            f"{backend.prelude()}{compat_prelude(backend)}{body}")  # HOOK(harness): the run's compat shims
 
 
 _REPLAY = '''\

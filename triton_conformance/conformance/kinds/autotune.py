@@ -47,6 +47,7 @@ from triton_conformance.conformance.search import (
     search,
     shrink,
 )
+from triton_conformance.errors import StillFails
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES, Contract
 from triton_conformance.model.outcomes import CellResult, Finding
@@ -444,5 +445,5 @@ def replay_autotune(module: str, name: str, cell: str, spec: Any, *, device: str
     print(f"{name}[{cell}] at {spec.dims}: " + ("honoured" if verdict is None else
                                                   f"{verdict.outcome} / {verdict.kind}: {verdict.message}"))
     if verdict is not None:
-        raise AssertionError(f"{name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
+        raise StillFails(f"{name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
     return verdict

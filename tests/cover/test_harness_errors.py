@@ -8,22 +8,26 @@ Deliberately broken toy kinds stand in for a bug of ours.
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
 
-from triton_conformance import Dim, Tensor
-from triton_conformance import register as register_subject
-from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.harness import marked, raised_by_launcher
-from triton_conformance.conformance.kinds import CellKind, register_kind, unregister_kind
-from triton_conformance.conformance.results import cell_result
-from triton_conformance.conformance.runner import run_cell
-from triton_conformance.model.cells import CellClass, Dimension
-from triton_conformance.model.config import RunConfig
-from triton_conformance.model.outcomes import outcome
-from triton_conformance.reports.diff import diff_documents
-from triton_conformance.reports.terminal import matrix_lines
-from triton_conformance.workers.executor import CellExecutor
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from triton_conformance import Dim, Tensor  # noqa: E402
+from triton_conformance import register as register_subject  # noqa: E402
+from triton_conformance.conformance.backend import Backend  # noqa: E402
+from triton_conformance.conformance.harness import marked, raised_by_launcher  # noqa: E402
+from triton_conformance.conformance.kinds import CellKind, register_kind, unregister_kind  # noqa: E402
+from triton_conformance.conformance.results import cell_result  # noqa: E402
+from triton_conformance.conformance.runner import run_cell  # noqa: E402
+from triton_conformance.model.cells import CellClass, Dimension  # noqa: E402
+from triton_conformance.model.config import RunConfig  # noqa: E402
+from triton_conformance.model.outcomes import outcome  # noqa: E402
+from triton_conformance.reports.diff import diff_documents  # noqa: E402
+from triton_conformance.reports.terminal import matrix_lines  # noqa: E402
+from triton_conformance.workers.executor import CellExecutor  # noqa: E402
 
 
 def _our_own_bug(table: dict) -> int:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["CANARIES", "KNOWN_CAUSES", "CanaryFailure", "run_canaries", "versions", "failure_line",
-           "environment_failure", "check_in_child"]
+           "environment_failure", "check_in_child", "child_main"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ KNOWN_CAUSES: tuple[tuple[str, Callable[[dict[str, str]], bool], str], ...] = (
      lambda v: _release(v.get("numpy", "")) >= (2, 5),
      "triton's interpreter (seen with triton 3.6) fails with numpy >= 2.5: install a compatible numpy, "
      "pip install 'numpy<2.5'"),
+    ("Cannot call @triton.jit'd outside of the scope of a kernel", lambda v: v.get("device") == "interpreter",
+     "triton was imported before the interpreter was switched on (by a conftest.py or a plugin loaded before "
+     "triton-conformance's): set TRITON_INTERPRET=1 in the environment"),
 )
 
 
@@ -62,7 +65,11 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _kernels():  # noqa: ANN202 - the @triton.jit functions, defined once the back end is chosen
+# -- the canaries: textbook kernels, defined when they run, so that importing this module imports no triton
+# (triton imported before the interpreter is switched on breaks its loops and reductions) -----------------
+
+def _kernels() -> tuple:
+    global triton, tl  # in the module's globals, where the interpreter looks for triton.language
     import triton
     import triton.language as tl
 
@@ -107,7 +114,6 @@ def _kernels():  # noqa: ANN202 - the @triton.jit functions, defined once the ba
 def _canaries(backend: Any) -> list[tuple[str, Callable[[], str | None]]]:
     """(name, check) for each canary that applies on ``backend``; a check returns None or what was wrong."""
     import torch
-    import triton
 
     loop_kernel, reduction_kernel, scalar_kernel, bf16_kernel, autotuned_kernel = _kernels()
     device = backend.device
@@ -207,10 +213,15 @@ def environment_failure(device: str) -> str | None:
     return None if failure is None else failure_line(failure, versions(device))
 
 
+# The child of check_in_child: the back end is chosen before this module (and its kernels) is imported.
+_CHILD = ("import sys; from triton_conformance.conformance.backend import select_device; "
+          "device = select_device(sys.argv[1]); from triton_conformance.conformance.canary import child_main; "
+          "sys.exit(child_main(device, sys.argv[2]))")
+
+
 def check_in_child(device: str, compat: tuple[str, ...] | None = None, timeout: float = 300.0) -> str | None:
     """:func:`environment_failure` in a fresh Python (so that this process initialises no CUDA context)."""
-    argv = [sys.executable, "-m", "triton_conformance.conformance.canary", device,
-            json.dumps(None if compat is None else list(compat))]
+    argv = [sys.executable, "-c", _CHILD, device, json.dumps(None if compat is None else list(compat))]
     try:
         child = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -223,17 +234,11 @@ def check_in_child(device: str, compat: tuple[str, ...] | None = None, timeout: 
             f"{child.returncode} ({last[:400]}) before any cell ran")
 
 
-def _main(argv: list[str]) -> int:
-    from triton_conformance.conformance.backend import select_device
-
-    device = select_device(argv[0])
+def child_main(device: str, compat: str) -> int:
+    """The child's work: the compat layer as the run has it (``compat``: JSON), the canaries, their line."""
     if device == "interpreter":
-        from triton_conformance import compat
+        from triton_conformance import compat as layer
 
-        compat.install(json.loads(argv[1]) if len(argv) > 1 else None)
+        layer.install(json.loads(compat))
     print(json.dumps(environment_failure(device)))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

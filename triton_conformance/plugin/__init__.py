@@ -42,15 +42,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_conformance_options(group.addoption, parser.addini)
 
 
+def _given(config: pytest.Config, dest: str):  # noqa: ANN202
+    """The command line's value of ``dest``; in pytest_load_initial_conftests, before the options are parsed
+    into ``config.option``, the early parse's (``known_args_namespace``)."""
+    value = config.getoption(dest)
+    if value in (None, False, []):
+        return getattr(config.known_args_namespace, dest, value)
+    return value
+
+
 def _enabled(config: pytest.Config) -> bool:
-    if config.getoption("conformance_only"):
+    if _given(config, "conformance_only"):
         return True
-    flag = config.getoption("conformance")
+    flag = _given(config, "conformance")
     return bool(flag) if flag is not None else bool(config.getini("conformance"))
 
 
 def _option(config: pytest.Config, name: str) -> tuple[str | None, str]:
-    return resolve(name, config.getoption(f"conformance_{key(name)}"), config.getini(f"conformance_{key(name)}"))
+    return resolve(name, _given(config, f"conformance_{key(name)}"), config.getini(f"conformance_{key(name)}"))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -28,7 +28,6 @@ import sys
 import time
 
 from triton_conformance.options import (
-    EXIT_COULD_NOT_RUN,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -39,7 +38,7 @@ from triton_conformance.options import (
     key,
 )
 
-__all__ = ["main", "replay_child"]
+__all__ = ["main"]
 
 EXIT_SIGPIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader went away
 DESCRIPTION = "Run the conformance battery over your Triton kernels, and read, compare and replay its results."
@@ -396,73 +395,21 @@ def _replay(args: argparse.Namespace) -> int:
               f"{', ' + result['finding'] if result.get('finding') else ''}) has no reproducer in "
               f"{args.results!r}: {why}", file=sys.stderr)
         return EXIT_USAGE
-    env = _environment_of(doc, result)
+    from triton_conformance.replaying import REPLAY_CHILD, environment_of
+
+    env = environment_of(doc, result)
     shims = env.get("compat") if env.get("device", "interpreter") == "interpreter" else []
     print(f"replaying {args.cell} ({result.get('outcome')}, {result.get('finding')}) with {sys.executable}"
           + (f", compat shims {', '.join(shims)}" if shims else ""), file=sys.stderr, flush=True)
     sys.stdout.flush()
     # -c puts the current directory first on sys.path, as the reproducer expects (run from the project root).
-    child = [sys.executable, "-c", _REPLAY_CHILD, str(env.get("device") or "interpreter"), json.dumps(shims), script]
+    child = [sys.executable, "-c", REPLAY_CHILD, str(env.get("device") or "interpreter"), json.dumps(shims), script]
     code = subprocess.run(child).returncode
     if code < 0:  # killed by a signal, as a kernel that corrupts memory does: the failure is there
         print(f"triton-conformance replay: the reproducer's process was killed by signal {-code}, as a crashing "
               "kernel's is: the failure is still there", file=sys.stderr)
         return EXIT_FAILED
     return code
-
-
-def _environment_of(doc: dict, result: dict) -> dict:
-    """The environment ``result`` ran in: its device's, in a cross-device document."""
-    for device in doc.get("devices") or ():
-        if isinstance(device, dict) and device.get("device") == result.get("device"):
-            return device.get("environment") or {}
-    return doc.get("environment") or {}
-
-
-# What `replay` runs in a fresh Python: replay_child(device, shims, script); nothing imported before it.
-_REPLAY_CHILD = "import sys; from triton_conformance.cli import replay_child; sys.exit(replay_child(sys.argv[1:]))"
-
-
-def replay_child(argv: list[str]) -> int:
-    """The child process of ``replay``: ``argv`` is the run's device, its compat shims (JSON: a list, or null
-    where the results do not say) and the reproducer.  Sets up the back end as the run had it, runs the
-    canaries, then the reproducer: 0 honoured, 1 it still fails (:class:`~.errors.StillFails`), 7 it could
-    not run (any other exception), 4 a canary failed (the environment cannot run kernels)."""
-    import traceback
-
-    from triton_conformance.errors import StillFails
-
-    device, shims, script = argv[0], json.loads(argv[1]), argv[2]
-    try:
-        from triton_conformance.conformance.backend import select_device
-
-        device = select_device(device)
-        if device == "interpreter" and shims is not None:  # before the reproducer imports the subject
-            from triton_conformance import compat
-
-            compat.install(shims)
-        from triton_conformance.conformance.canary import environment_failure
-
-        broken = environment_failure(device)
-    except Exception:  # noqa: BLE001 - torch or triton cannot even be set up here
-        traceback.print_exc()
-        print("triton-conformance replay: could not set up the back end to run the reproducer on",
-              file=sys.stderr)
-        return EXIT_COULD_NOT_RUN
-    if broken is not None:
-        print(f"triton-conformance replay: {broken}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        exec(compile(script, "<reproducer>", "exec"), {"__name__": "__main__"})  # noqa: S102 - our own snippet
-    except StillFails:
-        traceback.print_exc()
-        return EXIT_FAILED
-    except Exception as exc:  # noqa: BLE001 - it never reached a verdict
-        traceback.print_exc()
-        print(f"triton-conformance replay: the reproducer could not run: it raised {type(exc).__name__} before "
-              "reaching a verdict, so this says nothing about the kernel", file=sys.stderr)
-        return EXIT_COULD_NOT_RUN
-    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

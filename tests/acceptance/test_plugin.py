@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+from triton_conformance.options import EXIT_USAGE
+
 SUBJECTS = '''
 import os
 import time
@@ -187,10 +189,10 @@ def test_cli_show_prints_the_matrix_and_rejects_bad_files(pytester: pytest.Pytes
     (pytester.path / "broken.json").write_text("{not json")
     broken = pytester.run(sys.executable, "-m", "triton_conformance.cli", "show", "broken.json")
     broken.stderr.fnmatch_lines(["*broken.json* is not valid JSON*"])
-    assert broken.ret == 2
+    assert broken.ret == EXIT_USAGE
     missing = pytester.run(sys.executable, "-m", "triton_conformance.cli", "show", "nope.json")
     missing.stderr.fnmatch_lines(["*nope.json* does not exist*"])
-    assert missing.ret == 2
+    assert missing.ret == EXIT_USAGE
 
 
 ONE_SUBJECT = '''

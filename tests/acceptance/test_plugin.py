@@ -102,7 +102,7 @@ def test_battery_reports_every_cell_and_catches_the_wrong_subject(pytester: pyte
         "*conformance matrix*",
         "*toy_add *",
         "*toy_add_off_by_one*",
-        "*toy_add_off_by_one[[]layout:contiguous[]]: wrong (mismatch)*",
+        "*toy_add_off_by_one[[]layout:contiguous*]: wrong (mismatch)*",  # with the cells of the same finding
         "slowest cells (5 of *, * s in all):",  # the run's summary names its slowest cells
         "  toy_add*[[]*[]] * s  *, * examples",
     ])

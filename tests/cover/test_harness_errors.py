@@ -42,7 +42,8 @@ class BrokenCells(CellKind):
         CellClass("after-launch", "the launcher runs fine, then the kind raises"),
         CellClass("uncaught", "the kind does not catch what the launcher raises"),
         CellClass("caught-then-ours", "the kind catches the launcher's error, then raises its own"),
-        CellClass("out-of-memory", "the kind runs out of memory")))
+        CellClass("out-of-memory", "the kind runs out of memory"),
+        CellClass("compiles", "the kind compiles the kernel itself, which does not fit the device")))
 
     def run(self, context, value):
         x = torch.arange(4, dtype=torch.float32)
@@ -60,6 +61,10 @@ class BrokenCells(CellKind):
                 _our_own_bug({})
         if value == "out-of-memory":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+        if value == "compiles":
+            from triton.runtime.errors import OutOfResources
+
+            raise OutOfResources(232448, 232448 // 2, "shared memory")
         return cell_result(context.subject, context.cell, "honoured", "unreachable")
 
 
@@ -111,6 +116,12 @@ def test_an_exception_out_of_the_launcher_call_is_the_kernels_crash(broken_kinds
 def test_running_out_of_memory_is_neither_ours_nor_the_kernels(broken_kinds, doubles) -> None:
     result = run_cell(doubles, "broken:out-of-memory", backend=Backend(), config=RunConfig())
     assert result.outcome == "skipped" and "memory" in result.message, result
+
+
+def test_a_kernel_that_fails_to_compile_is_the_kernels_wherever_the_compile_was_triggered(broken_kinds,
+                                                                                           doubles) -> None:
+    result = CellExecutor(RunConfig(isolation="none")).run(doubles, "broken:compiles")
+    assert (result.outcome, result.finding) == ("compile-error", "out-of-resources"), result
 
 
 def test_an_exception_escaping_the_runner_is_a_harness_error_in_the_executor(broken_kinds, doubles) -> None:

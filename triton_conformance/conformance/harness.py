@@ -12,6 +12,9 @@ judged here, by where it came from.  The launcher call is the boundary:
   that is);
 - out of memory: the machine's limit, neither ours nor the kernel's (the
   cell is skipped, as the searched cells discard such an example);
+- a kernel that failed to compile (triton's compile errors, wherever the
+  compile was triggered): the kernel's, a ``compile-error`` once the
+  executor has classified it;
 - anything else, raised in triton-conformance's own code (or in a library it
   calls, outside the launcher): a ``harness-error``, our bug, with its
   traceback.  It is never counted as the kernel's crash.
@@ -33,7 +36,7 @@ from typing import Any, Callable
 from triton_conformance.conformance.judge import exception_text
 from triton_conformance.conformance.results import cell_result, skipped
 from triton_conformance.conformance.safety import OutOfMemory, raise_if_out_of_memory
-from triton_conformance.model.outcomes import CellResult, cuda_poison_kind
+from triton_conformance.model.outcomes import CellResult, compile_error_kind, cuda_poison_kind
 from triton_conformance.model.subject import Subject
 
 __all__ = ["LAUNCHER_RAISED", "marked", "raised_by_launcher", "run_kind", "escaped", "escaped_cell", "harness_error",
@@ -88,10 +91,11 @@ def escaped(subject: Subject, cell: str, exc: Exception, backend: Any = None) ->
                            finding=cuda_poison_kind(lost) or "cuda-error",
                            details={"traceback": exception_text(exc), "context_lost": lost})
     raise_if_out_of_memory(exc, f"in {subject.name}[{cell}]")
-    if raised_by_launcher(exc):
-        return cell_result(subject, cell, "crash", f"{type(exc).__name__} raised by the launcher, on an example "
-                           f"the cell could not judge: {exc}", finding=KERNEL_FINDING,
-                           details={"traceback": exception_text(exc)})
+    text = exception_text(exc)
+    if raised_by_launcher(exc) or compile_error_kind(text) is not None:  # a kernel that failed to build is its own
+        where = "by the launcher" if raised_by_launcher(exc) else "compiling the kernel"
+        return cell_result(subject, cell, "crash", f"{type(exc).__name__} raised {where}, on an example the cell "
+                           f"could not judge: {exc}", finding=KERNEL_FINDING, details={"traceback": text})
     return harness_error(subject, cell, exc)
 
 

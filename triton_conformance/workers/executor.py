@@ -45,8 +45,14 @@ def classify(result: CellResult) -> CellResult:
 
 
 def _worker_error(subject: Subject, cell: str, traceback: str) -> CellResult:
-    """The ``harness-error`` of a cell whose worker's own code raised (``traceback``, as the worker sent it)."""
+    """The ``harness-error`` of a cell whose worker's own code raised (``traceback``, as the worker sent it);
+    a kernel that failed to compile there (a subject module that builds one at import) is the kernel's
+    (a crash that :func:`classify` names a ``compile-error``)."""
     last = (traceback.strip().splitlines() or ["an error"])[-1]
+    if compile_error_kind(traceback) is not None:
+        return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="crash",
+                          finding="exception", message=last, details={"traceback": traceback},
+                          expected_failure=subject.xfail)
     return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="harness-error",
                       finding="harness-raised", expected_failure=subject.xfail,
                       message=f"triton-conformance's worker raised {last} around this cell. This is a bug in "

@@ -5,9 +5,10 @@ they are loaded when the battery runs.  The declaration API is the model's.
 """
 
 from triton_conformance import model
-from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract
+from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract, StillFails
 from triton_conformance.model import *  # noqa: F403 - the declaration API, listed once in model.__all__
 
 __version__ = "0.1.0"
 
-__all__ = sorted([*model.__all__, "ConformanceUsageError", "InvalidArgument", "InvalidContract", "__version__"])
+__all__ = sorted([*model.__all__, "ConformanceUsageError", "InvalidArgument", "InvalidContract", "StillFails",
+                  "__version__"])

@@ -9,7 +9,12 @@
 - ``merge``: shards of a run into the whole run, runs on several devices into
   a cross-device matrix.
 
-Unreadable, malformed or foreign results files exit with status 2.
+Exit statuses (:mod:`triton_conformance.options`, the same as pytest's where they meet): 0 every cell
+passed (known bugs are xfail; replay: the failure is gone); 1 a kernel verdict failed (replay: the failure
+is still there; diff: a regression); 4 a usage error, said in one line (a bad option or argument, an
+unreadable, malformed or foreign results file, a canary kernel that failed: the environment is broken);
+6 a harness error (triton-conformance's own code raised in a cell: our bug); 7 replay: the reproducer
+could not run (it raised before reaching a verdict).
 """
 
 from __future__ import annotations
@@ -22,11 +27,19 @@ import subprocess
 import sys
 import time
 
-from triton_conformance.options import HELP_CELL, HELP_FRESH, OPTIONS, add_conformance_options, key
+from triton_conformance.options import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    HELP_CELL,
+    HELP_FRESH,
+    OPTIONS,
+    add_conformance_options,
+    key,
+)
 
 __all__ = ["main"]
 
-EXIT_USAGE = 2
 EXIT_SIGPIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader went away
 DESCRIPTION = "Run the conformance battery over your Triton kernels, and read, compare and replay its results."
 EPILOG = """\
@@ -46,12 +59,24 @@ examples:
 
 Every run option is also a pytest flag --conformance-NAME, an ini option
 conformance_NAME and an environment variable CONFORMANCE_NAME.
+
+exit status: 0 passed, 1 a kernel failed (replay: still fails; diff: a regression), 4 usage error
+(a bad option or file, a failing canary), 6 a harness error (our bug), 7 replay could not run.
 """
 # The nightly command's own defaults: shown in its --help, and what it runs with.
 NIGHTLY_DEFAULTS = {"device": "cuda", "profile": "nightly"}
 HELP_BASELINE = "an earlier results JSON: the report also shows what changed since then"
 HELP_PER_GPU = ("xdist workers sharing each GPU, a number >= 1 or auto: a quarter of the cores per GPU, 1 to 4; "
                 "performance cells still take their GPU alone; -n overrides it [default: auto]")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors exit with pytest's usage-error status (4), as every usage error
+    of the command does."""
+
+    def error(self, message: str):  # noqa: ANN201 - never returns
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def _add_baseline(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +97,7 @@ def _battery(sub, name: str, help_text: str, *, defaults: dict[str, str] | None 
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="triton-conformance", description=DESCRIPTION, epilog=EPILOG,
+    parser = _Parser(prog="triton-conformance", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _battery(sub, "run", "run the conformance battery (pytest --conformance-only), then write results.html",
@@ -113,10 +138,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="merge files of different runs anyway; the later file wins a conflicting cell")
     merge.add_argument("--html", action="store_true", help="also write the HTML report beside the output")
     replay = sub.add_parser(
-        "replay", help="run a failing cell's reproducer again, with this Python; exit with its status",
+        "replay", help="run a failing cell's reproducer again, with this Python; exit 1 if it still fails",
         description="Run the reproducer stored for CELL in RESULTS with this Python, from the current "
-                    "directory (the project root, so that the subject's module imports). It prints what the "
-                    "reproducer prints, and exits 1 if the failure is still there (AssertionError), 0 if not.",
+                    "directory (the project root, so that the subject's module imports), with the interpreter "
+                    "compat shims the run used. It prints what the reproducer prints, and exits 1 if the "
+                    "failure is still there, 0 if not, 7 if the reproducer could not run (it raised before "
+                    "reaching a verdict: an import, a missing module), 4 if a canary kernel fails here.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     replay.add_argument("results", help="a results JSON written by a run")
     replay.add_argument("cell", metavar="SUBJECT[CELL]", help="the cell, as the matrix names it: add[shape:tiny]")
@@ -124,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _read(command: str, path: str) -> dict:
-    """The document at ``path``; raises SystemExit(2) with the reason if it cannot be used."""
+    """The document at ``path``; raises SystemExit(EXIT_USAGE) with the reason if it cannot be used."""
     from triton_conformance.reports.results_json import check_cells, read_results
 
     try:
@@ -189,7 +216,7 @@ def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
 
 
 def _check_shard(command: str, args: argparse.Namespace) -> None:
-    """A bad --shard is a one-line usage error here, before pytest starts (SystemExit 2)."""
+    """A bad --shard is a one-line usage error here, before pytest starts (SystemExit(EXIT_USAGE))."""
     from triton_conformance.errors import ConformanceUsageError
     from triton_conformance.plugin.shards import parse_shard
 
@@ -343,11 +370,11 @@ def _diff(args: argparse.Namespace) -> int:
         print(json.dumps(diff.to_dict(), indent=1, default=str))
     else:
         print("\n".join(diff.summary_lines()))
-    return 1 if diff.has_regressions else 0
+    return EXIT_FAILED if diff.has_regressions else EXIT_OK
 
 
 def _find_cell(doc: dict, path: str, wanted: str) -> dict:
-    """The result of ``wanted`` (``subject[cell]``) in ``doc``; SystemExit(2) naming the argument otherwise."""
+    """The result of ``wanted`` (``subject[cell]``) in ``doc``; SystemExit(EXIT_USAGE) naming it otherwise."""
     names = {f"{r['subject']}[{r['cell']}]": r for r in doc["results"]}
     if wanted in names:
         return names[wanted]
@@ -379,11 +406,21 @@ def _replay(args: argparse.Namespace) -> int:
               f"{', ' + result['finding'] if result.get('finding') else ''}) has no reproducer in "
               f"{args.results!r}: {why}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"replaying {args.cell} ({result.get('outcome')}, {result.get('finding')}) with {sys.executable}",
-          file=sys.stderr, flush=True)
+    from triton_conformance.replaying import REPLAY_CHILD, environment_of
+
+    env = environment_of(doc, result)
+    shims = env.get("compat") if env.get("device", "interpreter") == "interpreter" else []
+    print(f"replaying {args.cell} ({result.get('outcome')}, {result.get('finding')}) with {sys.executable}"
+          + (f", compat shims {', '.join(shims)}" if shims else ""), file=sys.stderr, flush=True)
     sys.stdout.flush()
     # -c puts the current directory first on sys.path, as the reproducer expects (run from the project root).
-    return subprocess.run([sys.executable, "-c", script]).returncode
+    child = [sys.executable, "-c", REPLAY_CHILD, str(env.get("device") or "interpreter"), json.dumps(shims), script]
+    code = subprocess.run(child).returncode
+    if code < 0:  # killed by a signal, as a kernel that corrupts memory does: the failure is there
+        print(f"triton-conformance replay: the reproducer's process was killed by signal {-code}, as a crashing "
+              "kernel's is: the failure is still there", file=sys.stderr)
+        return EXIT_FAILED
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

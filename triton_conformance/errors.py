@@ -6,7 +6,7 @@ message quotes the offending argument as ``name=value`` with what was expected.
 
 from __future__ import annotations
 
-__all__ = ["InvalidContract", "InvalidArgument", "ConformanceUsageError"]
+__all__ = ["InvalidContract", "InvalidArgument", "ConformanceUsageError", "StillFails"]
 
 
 class InvalidContract(TypeError):
@@ -19,3 +19,8 @@ class InvalidArgument(ValueError):
 
 class ConformanceUsageError(RuntimeError):
     """The suite was asked to do something it cannot do here (e.g. cuda without a GPU)."""
+
+
+class StillFails(AssertionError):
+    """A reproducer's example failed again: the verdict, not an error of the reproducer (``replay`` exits 1
+    for it, and 7 for any other exception: the reproducer could not run)."""

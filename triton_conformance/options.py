@@ -10,7 +10,8 @@ import os
 from typing import Any, Callable
 
 __all__ = ["OPTIONS", "BARE", "DEFAULT_TEXT", "HELP_ENABLE", "HELP_FRESH", "HELP_CELL", "add_conformance_options",
-           "help_for", "key", "resolve"]
+           "help_for", "key", "resolve", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_HARNESS_ERROR",
+           "EXIT_COULD_NOT_RUN"]
 
 # name, default, choices, help (the help never states the default: help_for() adds it, once)
 OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
@@ -40,6 +41,9 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
      "results file there now); every shard must be given the same file"),
     ("device-label", None, None,
      "this run's device as a cross-device matrix names it (interpreter, H200, ...)"),
+    ("canary", "on", ("on", "off"),
+     "run a few canary kernels on the chosen back end before any cell, and stop with a usage error if one "
+     "fails (the environment, not the kernels, is broken); off skips them"),
 )
 # Options that may be given bare: the flag alone means this value.
 BARE = {"sanitizer": "memcheck", "shard-durations": "results"}
@@ -52,6 +56,14 @@ DEFAULT_TEXT = {
     "shard-durations": "none: balanced by cell counts",
     "device-label": "interpreter, or the GPU's name on cuda",
 }
+
+# Exit statuses of a run (pytest's own: 0 every cell passed, 1 a kernel verdict failed, 2 interrupted,
+# 3 pytest's internal error, 4 a usage error, 5 nothing collected) and of the CLI, which keeps them.
+EXIT_OK = 0
+EXIT_FAILED = 1  # a cell failed a verdict about its kernel; replay: the failure is still there; diff: a regression
+EXIT_USAGE = 4  # a mistake in the configuration, a bad results file, or a canary that failed: said in one line
+EXIT_HARNESS_ERROR = 6  # triton-conformance's own code raised in a cell: our bug (a harness-error cell)
+EXIT_COULD_NOT_RUN = 7  # replay: the reproducer died before reaching a verdict (an import, a missing module)
 
 HELP_ENABLE = "run the conformance battery over the declared subjects"
 HELP_FRESH = ("write a new results file instead of merging this run's cells into the one there "

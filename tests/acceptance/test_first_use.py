@@ -373,14 +373,20 @@ def test_failing_cells_print_a_command_that_reruns_them(pytester: pytest.Pyteste
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     lines = result.stdout.lines
     start = lines.index("re-run a failing cell:")
-    commands = [line.strip() for line in lines[start + 1:] if line.startswith("  pytest ")]
-    command = "pytest --conformance-only '--conformance-cell=halved[layout:contiguous]'"
-    assert command in commands, lines[start:]
-    failing = [r for r in _results(pytester)["results"] if r["outcome"] == "wrong"]
-    assert len(commands) == len(failing) >= 2
     import shlex
 
-    rerun = pytester.runpytest_subprocess(*shlex.split(command)[1:], "-p", "no:randomly")
+    # Each names the Python that ran the job (a bare `pytest` may be another environment's, without the plugin).
+    commands = [shlex.split(line) for line in lines[start + 1:] if line.startswith("  ") and "-m pytest" in line]
+    command = ["-m", "pytest", "--conformance-only", "--conformance-cell=halved[layout:contiguous]"]
+    assert command in [argv[1:] for argv in commands], lines[start:]
+    assert {argv[0] for argv in commands} == {os.path.relpath(sys.executable)
+                                              if not os.path.relpath(sys.executable).startswith("..")
+                                              else sys.executable}
+    from triton_conformance.reports.findings import finding_groups
+
+    failing = [r for r in _results(pytester)["results"] if r["outcome"] == "wrong"]
+    assert len(commands) == len(finding_groups(failing)) >= 1  # one per finding, not one per cell
+    rerun = pytester.runpytest_subprocess(*command[2:], "-p", "no:randomly")
     rerun.assert_outcomes(failed=1)
     rerun.stdout.fnmatch_lines(["*halved[[]layout:contiguous[]]: wrong*"])
 

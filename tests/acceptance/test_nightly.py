@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+from triton_conformance.options import EXIT_USAGE
+
 SUBJECTS = '''
 import os
 import torch
@@ -172,10 +174,10 @@ def test_nightly_without_a_gpu_says_so(pytester: pytest.Pytester, monkeypatch: p
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     result = pytester.run(sys.executable, "-m", "triton_conformance.cli", "nightly")
     result.stderr.fnmatch_lines(["triton-conformance nightly: no GPU visible (CUDA_VISIBLE_DEVICES=''*--gpus*"])
-    assert result.ret == 2
+    assert result.ret == EXIT_USAGE
     bad = pytester.run(sys.executable, "-m", "triton_conformance.cli", "nightly", "--gpus", "0,0")
     bad.stderr.fnmatch_lines(["*--gpus='0,0', expected a positive count or a comma-separated list of distinct*"])
-    assert bad.ret == 2
+    assert bad.ret == EXIT_USAGE
 
 
 def test_the_sanitizer_needs_cuda_and_says_so(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

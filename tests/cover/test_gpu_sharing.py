@@ -20,6 +20,7 @@ import pytest
 
 from triton_conformance.cli import main, nightly_per_gpu
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.options import EXIT_USAGE
 from triton_conformance.plugin import _turns
 from triton_conformance.plugin.items import ConformanceItem, gpu_turn
 from triton_conformance.workers.gpus import GpuTurns, claim_gpu, workers_per_gpu
@@ -230,7 +231,6 @@ def test_an_explicit_n_wins_over_workers_per_gpu(nightly) -> None:
 
 @pytest.mark.parametrize("bad", ["0", "many", "-2"])
 def test_a_bad_workers_per_gpu_is_a_one_line_usage_error(nightly, bad: str) -> None:
-    from triton_conformance.cli import EXIT_USAGE
 
     code, argv, _, err = nightly("--gpus", "g0", f"--workers-per-gpu={bad}")
     assert code == EXIT_USAGE and argv is None
@@ -242,7 +242,7 @@ def test_a_bad_workers_per_gpu_is_a_one_line_usage_error(nightly, bad: str) -> N
 def test_only_nightly_has_the_option(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as info:
         main(["run", "--workers-per-gpu", "2"])
-    assert info.value.code == 2
+    assert info.value.code == EXIT_USAGE  # argparse's own usage errors too
     assert "unrecognized arguments: --workers-per-gpu" in capsys.readouterr().err
 
 

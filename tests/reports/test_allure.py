@@ -26,7 +26,7 @@ from triton_conformance.reports.allure import categories, environment_properties
 # What docs/reports.md promises, written out here rather than read from the code's own table.
 EXPECTED_STATUS = {"honoured": "passed", "rejected": "passed", "wrong": "failed", "unsafe": "failed",
                    "crash": "broken", "compile-error": "broken", "timeout": "broken", "skipped": "skipped",
-                   "oracle-error": "broken", "accepted": "passed"}
+                   "oracle-error": "broken", "harness-error": "broken", "accepted": "passed"}
 # Failing outcomes a known bug excuses: the kernel's own (an oracle that raises is the declaration's mistake).
 KNOWN_EXCUSES = {"wrong", "unsafe", "crash", "compile-error", "timeout"}
 CATEGORIES = [
@@ -42,8 +42,11 @@ CATEGORIES = [
      "matchedStatuses": ["broken"]},
     {"name": "oracle-error: the subject's own oracle or error_scale raised: a mistake in the declaration, "
              "not a kernel verdict", "messageRegex": "(?s)oracle-error: .*", "matchedStatuses": ["broken"]},
+    {"name": "harness-error: triton-conformance's own code raised while running the cell: our bug, not a kernel "
+             "verdict (its traceback says where; please report it)", "messageRegex": "(?s)harness-error: .*",
+     "matchedStatuses": ["broken"]},
     {"name": "known bug (xfail subject)", "messageRegex": "(?s)known bug.*", "matchedStatuses": ["skipped"]},
-    {"name": "harness error (not a cell outcome)", "matchedStatuses": ["broken", "failed"]},
+    {"name": "an error outside any cell (a test of your own, or the plugin)", "matchedStatuses": ["broken", "failed"]},
 ]
 
 STATUSES = {"passed", "failed", "broken", "skipped", "unknown"}

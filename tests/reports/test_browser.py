@@ -146,7 +146,8 @@ def test_the_page_explains_itself(browser, page):
     letters = {tr.get_attribute("data-outcome"): tr.find_element(By.CSS_SELECTOR, ".legend-cell").text
                for tr in legend.find_elements(By.CSS_SELECTOR, "tr[data-outcome]")}
     assert letters == {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C",
-                       "compile-error": "K", "timeout": "T", "skipped": ".", "oracle-error": "E", "accepted": "A"}
+                       "compile-error": "K", "timeout": "T", "skipped": ".", "oracle-error": "E", "harness-error": "!",
+                       "accepted": "A"}
     assert "not applicable" in legend.find_element(By.CSS_SELECTOR, 'tr[data-mark="none"]').text
     large = legend.find_element(By.CSS_SELECTOR, 'div[data-cell="shape:large-index"]')
     assert "2^31" in large.text and large.is_displayed()

@@ -8,6 +8,7 @@ import pytest
 
 from tests.reports._documents import document, result
 from triton_conformance.cli import html_path_for, main
+from triton_conformance.options import EXIT_USAGE
 
 
 @pytest.fixture
@@ -72,13 +73,13 @@ def test_diff_json(files, capsys):
     ("cellless", "results[0] lacks a subject, cell or outcome string"),
 ])
 @pytest.mark.parametrize("command", ["report", "report-baseline", "diff-old", "diff-new", "show"])
-def test_bad_files_exit_2_with_the_reason(files, capsys, bad, message, command):
+def test_bad_files_exit_with_the_usage_status_and_the_reason(files, capsys, bad, message, command):
     argv = {"report": ["report", files[bad]],
             "report-baseline": ["report", files["new"], "--baseline", files[bad]],
             "diff-old": ["diff", files[bad], files["new"]],
             "diff-new": ["diff", files["old"], files[bad]],
             "show": ["show", files[bad]]}[command]
-    assert main(argv) == 2
+    assert main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith(f"triton-conformance {command.split('-')[0]}: ") and message in err
 

@@ -15,6 +15,7 @@ from triton_conformance.reports.diff import diff_documents
 from triton_conformance.reports.html import render_html
 from triton_conformance.reports.results_json import check_cells, read_results
 from triton_conformance.reports.terminal import document_lines
+from triton_conformance.options import EXIT_USAGE
 
 
 def _interpreter() -> dict:
@@ -168,7 +169,7 @@ def test_files_of_different_commits_are_refused_naming_them(tmp_path, capsys) ->
     assert merge_results([a, b], allow_mixed=True)["merged"]["mixed"] == [
         "commit differs: 'abc1234' in shard1.json; 'fff9999' in shard2.json"]
     paths = [_write(tmp_path, "s1.json", a[1]), _write(tmp_path, "s2.json", b[1])]
-    assert main(["merge", *paths, "-o", str(tmp_path / "m.json")]) == 2
+    assert main(["merge", *paths, "-o", str(tmp_path / "m.json")]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.startswith("triton-conformance merge: the files are not parts of one run: commit differs")
     assert paths[0] in err and paths[1] in err and not (tmp_path / "m.json").exists()
@@ -193,7 +194,7 @@ def test_one_cell_with_two_outcomes_on_one_device_is_refused() -> None:
 def test_a_file_of_another_schema_version_is_refused_naming_it(tmp_path, capsys) -> None:
     newer = _interpreter() | {"version": 2}
     paths = [_write(tmp_path, "a.json", _interpreter()), _write(tmp_path, "b.json", newer)]
-    assert main(["merge", *paths, "-o", str(tmp_path / "m.json")]) == 2
+    assert main(["merge", *paths, "-o", str(tmp_path / "m.json")]) == EXIT_USAGE
     assert capsys.readouterr().err.strip() == f"triton-conformance merge: results file {paths[1]!r}: version=2, expected 1"
     with pytest.raises(MergeConflict, match=r"version differs: 1 in a.json; 2 in b.json"):
         merge_results([("a.json", _interpreter()), ("b.json", newer)])

@@ -66,7 +66,8 @@ def test_summary_counts_every_outcome():
     counts = {n.attrs["data-count"]: n.text() for n in page.find_all("span", cls="count") if "data-count" in n.attrs}
     assert counts == {"honoured": "honoured 3", "rejected": "rejected 1", "wrong": "wrong 2", "unsafe": "unsafe 0",
                       "crash": "crash 1", "compile-error": "compile-error 0", "timeout": "timeout 0",
-                      "skipped": "skipped 1", "oracle-error": "oracle-error 0", "accepted": "accepted 0"}
+                      "skipped": "skipped 1", "oracle-error": "oracle-error 0", "harness-error": "harness-error 0",
+                      "accepted": "accepted 0"}
     assert "3 subjects, 8 cells" in page.find("section", cls="summary-section").text()
 
 

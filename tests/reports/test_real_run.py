@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tests.reports._page import parse
+from triton_conformance.options import EXIT_USAGE
 from triton_conformance.reports.diff import diff_documents
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +64,8 @@ def check_the_reproducer_from_the_html_reproduces_the_bug(run):
                           timeout=300, env=dict(_clean_env(), TRITON_INTERPRET="1"))
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("AssertionError: softmax_block1024: wrong (mismatch)"), proc.stderr[-2000:]
+    assert last.startswith("triton_conformance.errors.StillFails: softmax_block1024: wrong (mismatch)"), \
+        proc.stderr[-2000:]
 
 
 def check_the_diff_of_the_buggy_softmax_against_the_correct_one(run):
@@ -79,4 +81,4 @@ def check_the_diff_of_the_buggy_softmax_against_the_correct_one(run):
     assert not (diff.fixes or diff.changed or diff.new_cells or diff.removed_cells)
     proc = subprocess.run([sys.executable, "-m", "triton_conformance.cli", "diff", "-", "-"], capture_output=True,
                           text=True, timeout=60, env=_clean_env(), cwd=ROOT)
-    assert proc.returncode == 2  # "-" is no file: a usage error, not a regression
+    assert proc.returncode == EXIT_USAGE  # "-" is no file: a usage error, not a regression

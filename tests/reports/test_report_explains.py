@@ -18,7 +18,7 @@ from triton_conformance.reports.terminal import matrix_lines
 SNAPSHOT = Path(__file__).parent / "data" / "softmax-interpreter.json"
 # What the report must show for each outcome, written out here (docs/glossary.md), not read from the table.
 LETTERS = {"honoured": "H", "rejected": "R", "wrong": "W", "unsafe": "U", "crash": "C", "compile-error": "K",
-           "timeout": "T", "skipped": ".", "oracle-error": "E", "accepted": "A"}
+           "timeout": "T", "skipped": ".", "oracle-error": "E", "harness-error": "!", "accepted": "A"}
 
 
 def detail_of(page, subject, cell):

@@ -6,7 +6,7 @@ through the same example runner the search used, under the same guards,
 poison and sentinels (so a memory bug reproduces as the verdict, never as a
 crash first); a design's seed for a stochastic cell; the fixed example of the
 large-index cell.  It prints the example's tensors and the verdict, and raises
-AssertionError if the example still fails.
+:class:`~triton_conformance.errors.StillFails` (an AssertionError) if the example still fails.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from triton_conformance.conformance.kinds import CellContext, judge_for, kind_of
 from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.model.cells import cell_id
+from triton_conformance.errors import StillFails
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import Spec, strides_for
@@ -63,5 +64,5 @@ def replay(module: str, name: str, cell: str, example: Any = None, *, device: st
     print(f"{cell_id(subject.name, cell)} at {getattr(example, 'dims', example)}")
     print(f"verdict: {words}")
     if check and isinstance(verdict, Finding):
-        raise AssertionError(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
+        raise StillFails(f"{subject.name}: {verdict.outcome} ({verdict.kind}): {verdict.message}")
     return verdict

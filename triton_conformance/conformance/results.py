@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triton_conformance.conformance.prelude import compat_prelude
 from triton_conformance.model.cells import cell_id
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for
@@ -65,4 +66,5 @@ def reproducer(subject: Subject, cell: str, backend: Any, example: Any, finding:
     message = finding.message.splitlines()[0][:300] if finding.message else ""
     body = _BODY.format(example=example, module=subject.module, subject=subject.name, cell=cell,
                         device=backend.device)
-    return f"# {cell_id(subject.name, cell)}: {finding.outcome} ({finding.kind})\n# {message}\n{backend.prelude()}{body}"
+    return (f"# {cell_id(subject.name, cell)}: {finding.outcome} ({finding.kind})\n# {message}\n"
+            f"{backend.prelude()}{compat_prelude(backend)}{body}")  # the compat shims the run used, too

@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 
 from triton_conformance.conformance.backend import Backend
+from triton_conformance.conformance.harness import run_kind
 from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.kinds import (
     CellContext,
@@ -102,7 +103,7 @@ def run_cell(
                                   observer=observer)
             try:
                 with subject_scopes(context):
-                    result = kind.run(context, value)
+                    result = run_kind(kind.run, context, value)  # an exception that escapes the kind: its judge
             except ExampleDiscarded as exc:  # an unsearched cell whose one example a budget could not pay for
                 result = skipped(subject, cell, f"{exc.skips}: {exc}")
             except OracleError as exc:

@@ -6,11 +6,9 @@ import argparse
 import os
 import sys
 
-from triton_conformance.options import OPTIONS, help_for, key
+from triton_conformance.options import EXIT_USAGE, OPTIONS, help_for, key
 
 __all__ = ["FLEET_SKIP", "add_fleet_parser", "fleet"]
-
-EXIT_USAGE = 2
 
 
 FLEET_SKIP = {"shard", "device", "device-label", "results"}  # set per shard by the fleet itself

@@ -25,7 +25,8 @@ class Outcome:
     - ``allure``: Allure's status for it; ``junit``: how the JUnit XML shows it;
     - ``summary``: one line for the report's legend;
     - ``kernel_fault``: a failing outcome that is a verdict about the kernel (a regression
-      in the nightly diff); False for a mistake in the subject's declaration.
+      in the nightly diff); False for a mistake in the subject's declaration (``oracle-error``)
+      or in triton-conformance itself (``harness-error``).
     """
 
     name: str
@@ -63,6 +64,9 @@ OUTCOME_TABLE: tuple[Outcome, ...] = (
     Outcome("oracle-error", "E", "#5b6b7a", False, "broken", "error",
             "the subject's own oracle or error_scale raised: a mistake in the declaration, not a kernel verdict",
             kernel_fault=False),
+    Outcome("harness-error", "!", "#2b5d8a", False, "broken", "error",
+            "triton-conformance's own code raised while running the cell: our bug, not a kernel verdict "
+            "(its traceback says where; please report it)", kernel_fault=False),
 )
 _BY_NAME = {o.name: o for o in OUTCOME_TABLE}
 OUTCOMES = tuple(o.name for o in OUTCOME_TABLE)

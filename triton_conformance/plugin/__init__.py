@@ -42,15 +42,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_conformance_options(group.addoption, parser.addini)
 
 
+def _given(config: pytest.Config, dest: str):  # noqa: ANN202
+    """The command line's value of ``dest``; in pytest_load_initial_conftests, before the options are parsed
+    into ``config.option``, the early parse's (``known_args_namespace``)."""
+    value = config.getoption(dest)
+    if value in (None, False, []):
+        return getattr(config.known_args_namespace, dest, value)
+    return value
+
+
 def _enabled(config: pytest.Config) -> bool:
-    if config.getoption("conformance_only"):
+    if _given(config, "conformance_only"):
         return True
-    flag = config.getoption("conformance")
+    flag = _given(config, "conformance")
     return bool(flag) if flag is not None else bool(config.getini("conformance"))
 
 
 def _option(config: pytest.Config, name: str) -> tuple[str | None, str]:
-    return resolve(name, config.getoption(f"conformance_{key(name)}"), config.getini(f"conformance_{key(name)}"))
+    return resolve(name, _given(config, f"conformance_{key(name)}"), config.getini(f"conformance_{key(name)}"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -178,6 +187,22 @@ def _check_cuda(where: str) -> None:
                                     f"({build}) sees none{shown}; expected a machine with a GPU, or {hint}")
 
 
+def _check_canaries(config: pytest.Config, run) -> None:  # noqa: ANN001 - a RunConfig
+    """Raise ConformanceUsageError, in one line, if a canary kernel fails on the run's back end (controller
+    only: xdist workers and cell workers share its environment); on CUDA in a child process, so that pytest's
+    own process initialises no CUDA context."""
+    value, where = _option(config, "canary")
+    if value not in ("on", "off"):
+        raise ConformanceUsageError(f"{where}={value!r}, expected 'on' or 'off'")
+    if value == "off":
+        return
+    from triton_conformance.conformance.canary import check_in_child, environment_failure
+
+    line = check_in_child(run.device, run.compat) if run.device == "cuda" else environment_failure(run.device)
+    if line is not None:
+        raise ConformanceUsageError(line)
+
+
 def _shard(config: pytest.Config, results: str, controller: bool):  # noqa: ANN202
     """(shard or None, durations or None, what balances it) from --conformance-shard and -shard-durations."""
     from triton_conformance.plugin.shards import parse_shard, read_durations
@@ -228,6 +253,8 @@ def pytest_configure(config: pytest.Config) -> None:
             compat.install(run.compat)
         if device == "cuda" and controller:
             _check_cuda(where)
+        if controller:  # HOOK(harness): the environment can run kernels at all, before any cell
+            _check_canaries(config, run)
         if controller and not fresh:
             from triton_conformance.plugin.merge import check_mergeable
 

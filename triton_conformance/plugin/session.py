@@ -23,6 +23,7 @@ from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.model.config import RunConfig
+from triton_conformance.options import EXIT_HARNESS_ERROR
 
 __all__ = ["ConformanceSession"]
 
@@ -46,6 +47,22 @@ def _gpu_name() -> str | None:
         return None
     names = out.stdout.strip().splitlines() if out.returncode == 0 else []
     return names[0].strip().removeprefix("NVIDIA ").strip() or None if names else None
+
+
+def _this_python() -> str:
+    """This interpreter, as a command names it: relative to the current directory when inside it
+    (``.tox/conformance/bin/python``), else its absolute path."""
+    import os
+
+    relative = os.path.relpath(sys.executable)
+    return relative if not relative.startswith(os.pardir) else sys.executable
+
+
+def _plugin_argument(config: pytest.Config) -> list[str]:
+    """``-p triton_conformance.plugin`` when the plugin was loaded by name (a checkout where it is not
+    installed: ``triton-conformance run`` adds it), else nothing (the entry point loads it)."""
+    return ["-p", "triton_conformance.plugin"] if config.pluginmanager.has_plugin("triton_conformance.plugin") \
+        else []
 
 
 class ConformanceSession:
@@ -275,28 +292,44 @@ class ConformanceSession:
             if len(rerun) > RERUN_LINES:
                 terminalreporter.write_line(f"  ... and {len(rerun) - RERUN_LINES} more: --conformance-cell takes "
                                             "subject[cell] as the matrix names it, and may be repeated")
+        harness = [r for r in self.results.values() if r.outcome == "harness-error"]
+        if harness:  # HOOK(harness): our bugs, said apart from every verdict
+            terminalreporter.write_line(
+                f"{len(harness)} harness error{'s' if len(harness) != 1 else ''}: triton-conformance's own code "
+                "raised, a bug in triton-conformance and no verdict about the kernels; please report it with the "
+                f"traceback (above, and in the results JSON); the run exits with status {EXIT_HARNESS_ERROR}",
+                red=True)
 
     def rerun_commands(self) -> list[str]:
-        """A pytest command line for each failing cell of this run, which runs that cell alone."""
+        """A command line for each failing finding of this run (its first cell: :mod:`..reports.findings`),
+        which runs that cell alone with the Python that ran this job (``python -m pytest``: a bare ``pytest``
+        may be another environment's, without this plugin)."""
         from triton_conformance.options import OPTIONS
+        from triton_conformance.reports.findings import finding_groups
 
         defaults = {name: default for name, default, *_ in OPTIONS}
-        common = ["pytest", "--conformance-only"]
+        common = [_this_python(), "-m", "pytest", *_plugin_argument(self.config), "--conformance-only"]
         for name, value in (("device", self.run.device), ("profile", self.run.profile.name)):
             if value != defaults[name]:
                 common.append(f"--conformance-{name}={value}")
+        if self.run.compat is not None:  # the shims this run chose (not all of them)
+            common.append(f"--conformance-compat={','.join(self.run.compat) or 'none'}")
         if self.run.seed is not None:
             common.append(f"--conformance-seed={self.run.seed}")
         if self.results_path != defaults["results"]:
             common.append(f"--conformance-results={self.results_path}")
-        failing = sorted((r for r in self.results.values() if not r.passed),
-                         key=lambda r: r.expected_failure is not None)  # in the order they ran, known bugs last
-        return [shlex.join(common + [f"--conformance-cell={item_name(r.subject, r.cell)}"]) for r in failing]
+        # In the order they ran, known bugs last; one line per finding.
+        ran = sorted(self.results.values(), key=lambda r: r.expected_failure is not None)
+        return [shlex.join(common + [f"--conformance-cell={item_name(g.first['subject'], g.first['cell'])}"])
+                for g in finding_groups(ran)]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.executor.close()
         if self.is_worker or not self.results:
             return
+        if any(r.outcome == "harness-error" for r in self.results.values()) and \
+                session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = EXIT_HARNESS_ERROR  # HOOK(harness): our bug has a status of its own
         from triton_conformance.conformance.kinds import catalogue
         from triton_conformance.reports.results_json import environment, results_document, write_results
 

@@ -47,7 +47,8 @@ def categories() -> list[dict[str, Any]]:
             "matchedStatuses": [o.allure]} for o in OUTCOME_TABLE if not o.passing]
     out.append({"name": "known bug (xfail subject)", "messageRegex": f"(?s){KNOWN_PREFIX}.*",
                 "matchedStatuses": ["skipped"]})
-    out.append({"name": "harness error (not a cell outcome)", "matchedStatuses": ["broken", "failed"]})
+    out.append({"name": "an error outside any cell (a test of your own, or the plugin)",
+                "matchedStatuses": ["broken", "failed"]})
     return out
 
 

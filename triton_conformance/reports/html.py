@@ -36,6 +36,7 @@ from triton_conformance.reports.html_devices import divergence_section as _diver
 from triton_conformance.reports.html_devices import devices_header as _devices_header
 from triton_conformance.reports.html_devices import key as _key
 from triton_conformance.reports.html_devices import name as _name
+from triton_conformance.reports.html_findings import failing_section
 
 __all__ = ["render_html", "write_html"]
 
@@ -78,50 +79,6 @@ def _skips(results: list[dict[str, Any]]) -> str:
         items.append(f'<li title="{esc(tip)}" data-skip-count="{len(group)}"><strong>{len(group)} skipped:</strong> '
                      f'{esc(pattern)}</li>')
     return f'<ul class="skips">{"".join(items)}</ul>' if items else ""
-
-
-def _dims_text(r: dict[str, Any]) -> str:
-    cx = r.get("counterexample") if isinstance(r.get("counterexample"), dict) else {}
-    dims = cx.get("dims")
-    return f" at {fmt(dims)}" if isinstance(dims, dict) and dims else ""
-
-
-def _failing_section(results: list[dict[str, Any]], ids: dict[tuple[str, str, str | None], str],
-                     catalogue: Catalogue) -> str:
-    """Every failing cell, at the top of the page as in the terminal summary.
-
-    New failures come first, one line each with the finding in words; a known
-    bug's failing cells follow, one line per subject, so they do not push the
-    matrix off the first screen.
-    """
-    failing = [r for r in results if r["outcome"] in FAILING]
-    if not failing:
-        return ('<section class="failing-section" id="failing"><h2>Failing cells (0)</h2>'
-                '<p class="muted">No cell failed.</p></section>')
-    failing.sort(key=lambda r: (r["subject"], catalogue.sort_key(r["cell"])))
-
-    def link(r: dict[str, Any], text: str) -> str:
-        idx = ids[_key(r)]
-        return f'<a href="#{idx}" data-detail="{idx}" title="{esc(_cell_tip(r["subject"], r["cell"], r))}">{text}</a>'
-
-    items = [f'<li data-known="0">{link(r, esc(_name(r)))} '
-             f'{chip(r["outcome"])} {esc(finding_text(r) or r.get("message") or "")}{esc(_dims_text(r))}</li>'
-             for r in failing if not r.get("expected_failure")]
-    known: dict[str, list[dict[str, Any]]] = {}
-    for r in failing:
-        if r.get("expected_failure"):
-            known.setdefault(r["subject"], []).append(r)
-    for subject, group in known.items():
-        cells = ", ".join(link(r, esc(r["cell"]) + (f' on {esc(r["device"])}' if r.get("device") else ""))
-                          for r in group)
-        items.append(f'<li data-known="1" data-subject="{esc(subject)}"><strong>{esc(subject)}</strong> '
-                     f'<span class="badge" title="{esc(group[0]["expected_failure"])}">known bug</span> '
-                     f'{len(group)} failing cell{"" if len(group) == 1 else "s"}, as expected '
-                     f'({esc(group[0]["expected_failure"])}): {cells}</li>')
-    known_n = sum(len(g) for g in known.values())
-    note = f' <span class="muted">({known_n} of them known bugs)</span>' if known_n else ""
-    return (f'<section class="failing-section" id="failing"><h2>Failing cells ({len(failing)}){note}</h2>'
-            f'<ul class="failing">{"".join(items)}</ul></section>')
 
 
 def _filters(families: list[str], devices: list[str] | None = None) -> str:
@@ -247,6 +204,12 @@ def _performance_section(results: list[dict[str, Any]], ids: dict[tuple[str, str
             f'</table></section>')
 
 
+def _link(r: dict[str, Any], text: str, ids: dict[tuple[str, str, str | None], str]) -> str:
+    """``text`` linking to the detail panel of result ``r``, with the matrix cell's tooltip."""
+    idx = ids[_key(r)]
+    return f'<a href="#{idx}" data-detail="{idx}" title="{esc(_cell_tip(r["subject"], r["cell"], r))}">{text}</a>'
+
+
 def _cell_tip(subject: str, c: str, r: dict[str, Any]) -> str:
     """A matrix cell's tooltip: what was found, in words; a skip's reason; a failure outside the column's concern."""
     outcome = r["outcome"]
@@ -368,7 +331,7 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
     cells = catalogue.sorted(r["cell"] for r in results)
     body = [_header(document), "<main>", _summary(results, subjects, len(devices or ()))]
     if results:
-        body.append(_failing_section(results, ids, catalogue))
+        body.append(failing_section(results, catalogue, lambda r, text: _link(r, text, ids)))
     if cross:
         body.append(_divergence_section(found, ids))
     if diff is not None:

@@ -11,10 +11,11 @@ from typing import Any, Iterable
 from triton_conformance.model.cells import Catalogue
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.reports.catalogue import DEFAULT
-from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
+from triton_conformance.reports.explain import KERNEL_FAULTS, LETTERS, legend_line, skip_groups
+from triton_conformance.reports.findings import FindingGroup, finding_groups
 from triton_conformance.reports.formats import ReportFormat, register_format
 
-__all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
+__all__ = ["matrix_lines", "failing_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
            "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
 
 SLOWEST = 5  # cells the run's summary names as its slowest
@@ -140,16 +141,36 @@ def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue | None = No
             lines.append(f"  {dim}: " + " ".join(values))
     lines += performance_lines(results)
     lines += compile_lines(results)  # CUDA only: the interpreter compiles nothing
-    failures = [r for r in results if not r.passed]
-    if failures:
-        lines.append("")
-        lines.append("failing cells:")
-        for r in sorted(failures, key=lambda r: (r.subject, order[r.cell])):
-            dims = (r.counterexample or {}).get("dims")
-            lines.append(f"  {r.subject}[{r.cell}]: {r.outcome} ({r.finding})"
-                         + (f" at dims={dims}" if dims else "")
-                         + ("  [known bug]" if r.expected_failure else ""))
+    lines += failing_lines(results, lambda r: (r["subject"], order[r["cell"]]))
     lines += skip_lines(results)
+    return lines
+
+
+def _finding_line(group: FindingGroup) -> str:
+    """``subject[cell, cell]: outcome (finding) at dims={...}`` for one finding and the cells that found it."""
+    r = group.first
+    cells = ", ".join(c["cell"] for c in group.cells)
+    dims = (r.get("counterexample") or {}).get("dims")
+    same = f"  (one finding in {len(group.cells)} cells)" if group.others else ""
+    return (f"{r['subject']}[{cells}]: {r['outcome']} ({r.get('finding')})" + (f" at dims={dims}" if dims else "")
+            + same + ("  [known bug]" if r.get("expected_failure") and r["outcome"] in KERNEL_FAULTS else ""))
+
+
+def failing_lines(results: Iterable[Any], order: Any = None) -> list[str]:
+    """The failing cells, one line per finding (cells of a subject with the same outcome, finding and shrunk
+    dims together: :mod:`.findings`); then the failures that are no verdict about the kernel (an oracle that
+    raised, a harness error: our bug), each with its first line."""
+    groups = finding_groups(results, order)
+    verdicts = [g for g in groups if g.first["outcome"] in KERNEL_FAULTS]
+    others = [g for g in groups if g.first["outcome"] not in KERNEL_FAULTS]
+    lines = []
+    if verdicts:
+        lines += ["", "failing cells:"] + [f"  {_finding_line(g)}" for g in verdicts]
+    if others:
+        lines += ["", "not verdicts about the kernel (a mistake in a declaration, or a bug in triton-conformance):"]
+        for g in others:
+            first = (g.first.get("message") or "").strip().splitlines()
+            lines.append(f"  {_finding_line(g)}" + (f": {first[0][:300]}" if first else ""))
     return lines
 
 

@@ -6,6 +6,8 @@ Whatever the worker reports, or fails to report, becomes the cell's result:
   a sticky CUDA error is a ``crash`` named after it);
 - the worker died, hung, or lost its CUDA context: a ``crash`` or ``timeout``
   carrying the example it was running, and the worker is replaced;
+- the worker's own code raised around the cell: a ``harness-error`` (our bug,
+  never the kernel's), with the worker's traceback;
 - with the sanitizer, memcheck's findings folded in (see :mod:`.sanitizer`).
 """
 
@@ -19,10 +21,10 @@ from triton_conformance.model.subject import Subject
 
 __all__ = ["CellExecutor", "RETIRE_AFTER", "classify"]
 
-# Outcomes after which a worker is replaced: its heap or CUDA context is suspect.
-RETIRE_AFTER = ("unsafe", "crash", "timeout")
-# Crash findings that carry a raised exception (from checks, the runner, or the worker's harness).
-_RAISED = ("exception", "unclean-rejection", "harness-error", "search-error")
+# Outcomes after which a worker is replaced: its heap, CUDA context or patched state is suspect.
+RETIRE_AFTER = ("unsafe", "crash", "timeout", "harness-error")
+# Crash findings that carry a raised exception (from checks, or the runner).
+_RAISED = ("exception", "unclean-rejection", "search-error")
 
 
 def classify(result: CellResult) -> CellResult:
@@ -40,6 +42,22 @@ def classify(result: CellResult) -> CellResult:
     if poison is not None:
         return replace(result, finding=poison, details=dict(result.details, raised_as=result.finding))
     return result
+
+
+def _worker_error(subject: Subject, cell: str, traceback: str) -> CellResult:
+    """The ``harness-error`` of a cell whose worker's own code raised (``traceback``, as the worker sent it);
+    a kernel that failed to compile there (a subject module that builds one at import) is the kernel's
+    (a crash that :func:`classify` names a ``compile-error``)."""
+    last = (traceback.strip().splitlines() or ["an error"])[-1]
+    if compile_error_kind(traceback) is not None:
+        return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="crash",
+                          finding="exception", message=last, details={"traceback": traceback},
+                          expected_failure=subject.xfail)
+    return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="harness-error",
+                      finding="harness-raised", expected_failure=subject.xfail,
+                      message=f"triton-conformance's worker raised {last} around this cell. This is a bug in "
+                              "triton-conformance, not a verdict about the kernel: please report it with the "
+                              "traceback", details={"traceback": traceback})
 
 
 class CellExecutor:
@@ -68,11 +86,15 @@ class CellExecutor:
 
     def _run_here(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
         from triton_conformance.conformance.backend import current_backend
+        from triton_conformance.conformance.harness import escaped_cell
         from triton_conformance.conformance.runner import run_cell
 
         if self._backend is None:
             self._backend = current_backend(self.config.device)
-        return run_cell(subject, cell, backend=self._backend, config=self.config, seed=seed)
+        try:
+            return run_cell(subject, cell, backend=self._backend, config=self.config, seed=seed)
+        except Exception as exc:  # noqa: BLE001 - it escaped the runner: judged by where it came from
+            return escaped_cell(subject, cell, exc, self._backend)
 
     def _new_pool(self):  # noqa: ANN202
         import os
@@ -107,10 +129,10 @@ class CellExecutor:
             kind = cuda_poison_kind(str(value)) or "cuda-error"
             finding = Finding("crash", kind, f"the CUDA context was lost: {value}")
             return self._lost_cell(subject, cell, finding, last_spec)
-        outcome, kind = {"died": ("crash", "process-died"), "timeout": ("timeout", "timeout"),
-                         "error": ("crash", "harness-error")}[status]
-        result = self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
-        return replace(result, details={"traceback": str(value)}) if status == "error" else result
+        if status == "error":  # the worker's own code raised around the cell: ours, not the kernel's
+            return _worker_error(subject, cell, str(value))
+        outcome, kind = {"died": ("crash", "process-died"), "timeout": ("timeout", "timeout")}[status]
+        return self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
 
     def _lost_cell(self, subject: Subject, cell: str, finding: Finding, last_spec: dict | None) -> CellResult:
         """A cell whose worker never answered: recorded with the example it was running."""

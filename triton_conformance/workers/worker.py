@@ -10,6 +10,12 @@ example and after each cell the worker checks its context; once it is lost
 the worker reports the example that lost it ("poisoned") and exits, and the
 pool starts a fresh one, instead of shrinking or running other cells on a
 dead context.
+
+An exception that escapes the runner is judged by
+:mod:`triton_conformance.conformance.harness` (the kernel's crash if it left
+the launcher call, else a ``harness-error``); one raised by the worker's own
+code around a cell is sent as an error, which the executor records as the
+cell's ``harness-error``.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ def main(argv: list[str]) -> int:
         compat.install(init.get("compat_shims"))
     import importlib
 
+    from triton_conformance.conformance.harness import escaped_cell
     from triton_conformance.conformance.runner import run_cell
     from triton_conformance.model.subject import get_subject
 
@@ -95,11 +102,11 @@ def main(argv: list[str]) -> int:
                 try:
                     result = run_cell(subject, request["cell"], backend=backend, config=request["config"],
                                       seed=request.get("seed"), observer=recorder)
-                except Exception:
+                except Exception as exc:  # noqa: BLE001 - it escaped the runner: judged by where it came from
                     lost = backend.context_lost()
                     if lost is not None:
                         _exit_poisoned(outbox, lost + "\n" + traceback.format_exc()[-2000:], recorder.spec)
-                    raise
+                    result = escaped_cell(subject, request["cell"], exc)
                 lost = backend.context_lost()
                 if lost is not None:  # the cell's last example (or its shrinking) lost the context
                     result = replace(result, details=dict(result.details, context_lost=lost))
@@ -111,7 +118,7 @@ def main(argv: list[str]) -> int:
                                                           "untestable": backend.untestable}})
             else:
                 send(outbox, {"type": "error", "error": f"unknown op {request['op']!r}"})
-        except Exception:  # noqa: BLE001 - report, keep serving
+        except Exception:  # noqa: BLE001 - our own code around a cell: the executor makes it a harness-error
             send(outbox, {"type": "error", "error": traceback.format_exc()})
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
-from triton_conformance.conformance.kinds.large_index.example import large_index_plan, run_large_index_example
+from triton_conformance.conformance.kinds.large_index.example import (
+    input_dtype,
+    large_index_plan,
+    run_large_index_example,
+)
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
@@ -46,13 +48,12 @@ class LargeIndexCell(CellKind):
         where = "real tensors" if backend.on_device else "emulated: lazy tensors, last programs of the grid"
         where = "; ".join([where] + notes)
         if isinstance(verdict, Finding):
-            example = {"dims": plan.dims, "dtypes": {n: plan.dtype for n in subject.contract.inputs},
+            example = {"dims": plan.dims, "dtypes": {n: input_dtype(subject.contract, plan, n)
+                                                     for n in subject.contract.inputs},
                        "scalars": plan.scalars, "compared_rows": plan.fill_rows}
             return failed(subject, context.cell, verdict, message=f"{verdict.message} [{where}]",
                           counterexample=Counterexample(example), examples=1,
                           reproducer=reproducer(subject, context.cell, backend, None, verdict))
-        if backend.on_device:
-            torch.cuda.empty_cache()  # give the 4 GiB tensors back to the other cells of this worker
         elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)
         memory_only = any(n.startswith("memory only") for n in notes)
         checked = "no address outside the tensors" if memory_only else "the last rows match the oracle"

@@ -54,6 +54,7 @@ from triton_conformance.conformance.battery.allocations import intercept_allocat
 from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
 from triton_conformance.conformance.kinds.large_index.plan import EXTRA, LARGE, TAIL_ELEMENTS, LargeIndexPlan, large_index_plan
 from triton_conformance.conformance.battery.memory import poison_bytes, unwritten_elements
+from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
 from triton_conformance.conformance.kinds.large_index.tail_grid import (
     LONG_LOOP,
     TAIL_PROGRAMS,
@@ -80,6 +81,7 @@ _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value; Python
 
 
 _GAP_BYTE = 0xA5
+_GAP_CHUNK = 1 << 28  # bytes of a gap compared at a time (a 32 MiB mask)
 
 
 class _Arena:
@@ -133,27 +135,39 @@ class _Arena:
         names = [name for _, _, name in self.regions] + ["(after the last tensor)"]
         for lo, hi, name in zip(ends, starts, names):
             lo = -(-lo // 8) * 8  # whole words only
-            changed = (self.buffer[lo:hi].view(torch.int64) != pattern).nonzero()
-            if changed.numel():
-                first = lo + 8 * int(changed[0, 0])
+            # In chunks: a gap is GiBs, and a kernel that wrapped may have written most of it; a mask or an
+            # index list of the whole gap would take the memory the tensors hold.
+            changed, first = 0, None
+            for at in range(lo, hi, _GAP_CHUNK):
+                words = self.buffer[at:min(hi, at + _GAP_CHUNK)].view(torch.int64) != pattern
+                n = int(words.sum())
+                if n and first is None:
+                    first = at + 8 * int(words.to(torch.uint8).argmax())
+                changed += n
+            if changed:
                 first += next(i for i, v in enumerate(self.buffer[first:first + 8].tolist()) if v != _GAP_BYTE)
-                return (f"{int(changed.numel())} words changed in the gap before {name}, the first "
+                return (f"{changed} words changed in the gap before {name}, the first "
                         f"{hi - first} bytes before its start (an int32 offset that wrapped around?)")
         return None
 
 
-def _tail_server(rows_of: dict[int, int], arena: _Arena | None = None):
-    """An allocation server (:mod:`.allocations`): every huge ``torch.empty``-style allocation gets
-    poison in its last rows, and nothing else; with an ``arena``, huge ones are carved from it."""
+def _tail_server(rows_of: dict[int, int], arena: _Arena | None = None, served: list | None = None):
+    """An allocation server (:mod:`.allocations`): every ``torch.empty``-style allocation that is huge, or
+    split into the rows (it leads with the rows' dim: a loss or a statistic per row, far below 2^31
+    elements), gets poison in its last rows, and nothing else; with an ``arena``, huge ones are carved
+    from it.  ``served`` (a list) receives each row-split one, to tell which rows the programs wrote."""
     def serve(request):  # noqa: ANN001, ANN202 - an allocations.Request; a tensor or None
         meta = request.meta
-        if request.zero or meta.numel() < LARGE:
+        split = meta.dim() > 0 and int(meta.shape[0]) in rows_of
+        if request.zero or (meta.numel() < LARGE and not split):
             return None  # small, or zeros (zeroing a lazy mapping would touch every page): torch's own
         t = None
-        if arena is not None and request.factory != "empty_strided":
+        if arena is not None and request.factory != "empty_strided" and meta.numel() >= LARGE:
             t = arena.tensor(tuple(meta.shape), meta.dtype)
         if t is None:
             t = request.allocate()
+        if served is not None and split:
+            served.append(t)
         if t.is_contiguous() and t.dtype.is_floating_point:
             row = t.numel() // t.shape[0] if t.dim() else 1
             tail = t.view(-1)[-min(t.numel(), rows_of.get(t.shape[0] if t.dim() else 1, 1) * row):]
@@ -226,38 +240,54 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
     ``notes`` (a list) receives a line for each such limit, for the message.
     """
     notes = [] if notes is None else notes
-    judge = judge or Judge(subject, on_cuda=backend.compiles)
+    try:
+        return _run_example(subject, backend, judge or Judge(subject, on_cuda=backend.compiles), seed, emulate,
+                            notes)
+    finally:  # its tensors are gone: give their (GiBs of) device memory back to the other cells of this worker
+        if backend.on_device:
+            torch.cuda.empty_cache()
+
+
+def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: bool | None, notes: list[str]):
     contract = subject.contract
     plan = large_index_plan(contract)
     if isinstance(plan, str):
         raise InvalidArgument(f"run_large_index_example: subject={subject.name!r}, expected one the cell "
                               f"applies to: {plan}")
     device = backend.device
-    itemsize = max(ITEMSIZE[input_dtype(contract, plan, n)] for n in contract.inputs)
     row_inputs = plan.row_inputs(contract)
-    largest = max(plan.elements(contract, n) for n in row_inputs) * itemsize
+    size = {n: plan.elements(contract, n) * ITEMSIZE[input_dtype(contract, plan, n)] for n in row_inputs}
+    largest = max(size.values())
+    # The gaps catch an int32 offset that wrapped, which only a tensor of 2^31 elements or more can do: their
+    # element size sets the gaps (an index input's int64 next to fp16 rows would otherwise make them 4 x larger).
+    huge = [n for n in row_inputs if plan.elements(contract, n) >= LARGE] or row_inputs
+    itemsize = max(ITEMSIZE[input_dtype(contract, plan, n)] for n in huge)
     emulate = not backend.on_device if emulate is None else emulate
     rows, fill = plan.dims[plan.row_dim], plan.fill_rows
     keep = TAIL_PROGRAMS
     while True:
         # Room for the inputs and their outputs (one output where the gaps are real memory).
-        arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, itemsize, device,
-                       reserve=emulate)
-        inputs = _build(contract, plan, device, seed, arena, emulate)
+        with discarding_out_of_memory(f"building the large-index example {plan.dims} {plan.dtype}"):
+            arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, itemsize, device,
+                           reserve=emulate)
+            inputs = _build(contract, plan, device, seed, arena, emulate)
         emulation = tail_programs(keep, whole_axis=WHOLE_AXIS, long_loop=LONG_LOOP) if emulate else \
             contextlib.nullcontext()
-        with emulation as state, intercept_allocations(_tail_server({rows: fill}, arena)):
+        served: list = []  # the row-split outputs as allocated (a launcher may return a converted copy)
+        with emulation as state, intercept_allocations(_tail_server({rows: fill}, arena, served)):
             try:
                 raw = subject.launcher(**inputs, **plan.scalars)
                 backend.synchronize()
             except Exception as exc:  # noqa: BLE001 - any exception is an outcome
+                raise_if_out_of_memory(exc, f"in the launcher, on {plan.dims} {plan.dtype}")  # the machine's
                 violation = getattr(state, "violation", None)
                 if violation is not None:
                     return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "
                                    f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
                 return Finding("crash", "exception", f"{type(exc).__name__} on {plan.dims} {plan.dtype}: {exc}",
                                {"traceback": exception_text(exc)})
-        damage = arena.gap_damage()
+        with discarding_out_of_memory("checking the gaps between the large-index tensors"):
+            damage = arena.gap_damage()
         if damage is not None:
             return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
                            {"address_error": damage})
@@ -283,9 +313,15 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
                          "compared, since only the last programs of the grid ran; every address they used was "
                          "inside the tensors")
             return "honoured"
-        found = judge.compare(inputs, plan.dims, dtypes, plan.scalars, outputs, where="whole ")
+        with discarding_out_of_memory(f"judging the whole {plan.dims} output"):  # float64 copies of 2^31 elements
+            found = judge.compare(inputs, plan.dims, dtypes, plan.scalars, outputs, where="whole ")
         return found if found is not None else "honoured"
-    written = fill
+    # Emulated, only the last programs ran: the rows they wrote are a suffix, read off the allocations too (a
+    # converted copy of one, loss.to(dtype), shows no poison where its programs did not run).  One with no
+    # row written is a scratch buffer, or an output whose own holes are judged below.
+    suffixes = [_written_suffix(unwritten_elements(t[-fill:])) for t in served
+                if emulate and t.is_contiguous() and t.dtype.is_floating_point]
+    written = min([fill] + [n for n in suffixes if n > 0])
     for i, out in enumerate(outputs):
         if not isinstance(out, torch.Tensor):
             return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
@@ -300,8 +336,9 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
         written = min(written, rows_written)
     tails = {n: (v if n in plan.params else v[-written:]) for n, v in inputs.items()}
     dims = {**plan.dims, plan.row_dim: written}
-    found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(o[-written:] for o in outputs),
-                          where=f"last {written} rows of ")
+    with discarding_out_of_memory(f"judging the last {written} rows"):
+        found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(o[-written:] for o in outputs),
+                              where=f"last {written} rows of ")
     return found if found is not None else "honoured"
 
 

@@ -170,6 +170,20 @@ def test_a_misspelled_keyword_names_the_subject_module_and_closest_field(pyteste
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
+def test_an_autotuned_field_that_is_no_autotuner_is_a_usage_error_naming_the_subject(
+        pytester: pytest.Pytester) -> None:
+    source = toy("doubled").replace('family="toy"', 'family="toy", autotuned=plain_kernel')
+    source = source.replace("import torch\n", "import torch\nimport triton\n\n\n@triton.jit\n"
+                            "def plain_kernel(x_ptr):\n    pass\n\n")
+    pytester.makepyfile(untuned_subjects=source)
+    pytester.makeini("[pytest]\nconformance_modules = untuned_subjects\n")
+    result = pytester.runpytest_subprocess("--conformance-only")
+    result.stderr.fnmatch_lines(["ERROR: Contract: autotuned=plain_kernel (a *Function), expected @triton.autotune "
+                                 "kernels*(subject 'doubled' in module 'untuned_subjects')"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
 def test_a_declaration_error_names_the_subject_and_the_module(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bad_dims=toy("doubled").replace('Tensor(("N",)', 'Tensor(("K",)'))
     pytester.makeini("[pytest]\nconformance_modules = bad_dims\n")

@@ -1,6 +1,7 @@
 """The contract model (conformance/contract.py) and subjects (conformance/subject.py)."""
 
 import dataclasses
+import inspect
 
 import pytest
 
@@ -248,6 +249,49 @@ def test_register_requires_an_oracle_or_model():
 def test_register_refuses_non_callables():
     with pytest.raises(InvalidContract, match="launcher=3"):
         tc.register(3, name="cover_contract_three", **_DECL)
+
+
+def test_register_and_subject_read_a_string_of_values_as_one_class():
+    declared = tc.register(launcher_a, name="cover_contract_values_huge", values="huge", **_DECL)
+    assert declared.contract.values == ("huge",)
+
+    @tc.subject(name="cover_contract_values_nan", values="nan", **_DECL)
+    def decorated(x):
+        return x
+
+    assert decorated.contract.values == ("nan",)
+
+
+def test_register_names_a_misspelled_field_as_subject_does():
+    with pytest.raises(InvalidContract, match=r"register: tolerence= is not a field of a declaration "
+                       r"\(subject 'cover_contract_typo' .*did you mean tolerance=\?"):
+        tc.register(launcher_a, name="cover_contract_typo", tolerence=None, **_DECL)
+
+
+def test_every_contract_field_is_a_keyword_of_register_and_documented():
+    from triton_conformance.model.subject import FIELDS
+
+    parameters = inspect.signature(tc.register).parameters
+    for f in dataclasses.fields(Contract):
+        assert f.name in FIELDS and f.name in parameters, f.name
+    for name in FIELDS:
+        assert f"- ``{name}``:" in tc.register.__doc__, f"register's docstring does not explain {name}="
+    declared = tc.register(launcher_a, name="cover_contract_every_field", strict=True, inplace="x",
+                           autotuned=launcher_b, **_DECL)
+    assert (declared.contract.strict, declared.contract.inplace, declared.contract.autotuned) == (
+        True, ("x",), (launcher_b,))
+
+
+@pytest.mark.parametrize("autotuned, expected", [(None, ()), ((), ()), (launcher_b, (launcher_b,)),
+                                                 ([launcher_a, launcher_b], (launcher_a, launcher_b))],
+                         ids=["none", "empty", "one", "list"])
+def test_contract_autotuned_holds_the_declared_objects_as_a_tuple(autotuned, expected):
+    assert contract(autotuned=autotuned).autotuned == expected
+
+
+def test_contract_autotuned_refuses_a_name_in_place_of_the_kernel():
+    with pytest.raises(InvalidContract, match=r"autotuned='softmax_kernel', expected @triton.autotune kernels"):
+        contract(autotuned="softmax_kernel")
 
 
 def test_get_subject_names_what_is_declared():

@@ -1,9 +1,9 @@
 """Autotuned kernels under test: find them, pin one config, and emulate the tuning benchmark.
 
-A subject's ``@triton.autotune`` kernels are the ones its launcher declares
-(``@autotuned(kernel, ...)`` under ``@subject``) or, by default, the ones its
-code reveals: the launcher's globals, closure and the helpers (functions,
-classes, modules) it names, a few calls deep.
+A subject's ``@triton.autotune`` kernels are the ones its contract declares
+(``@subject(autotuned=(kernel, ...))``) or, by default, the ones its code
+reveals: the launcher's globals, closure, default arguments and the helpers
+(functions, classes, modules) it names, a few calls deep.
 
 :class:`Tuning` hooks each tuner for the duration of a cell (instance
 attributes only, removed afterwards), so that a launch
@@ -29,11 +29,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import types
+import warnings
 from collections import Counter
 from typing import Any, Callable, Iterable
 
 from triton_conformance.conformance.compiles import BudgetExhausted
-from triton_conformance.errors import InvalidArgument
+from triton_conformance.errors import InvalidArgument, InvalidContract
 
 __all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",
            "AUTOTUNED_ATTR", "quick_benchmarks", "QUICK_BENCH_RUNS"]
@@ -63,11 +64,12 @@ def tuner_of(obj: Any) -> Any:
 
 
 def autotuned(*kernels: Any) -> Callable[[Any], Any]:
-    """Decorator for a launcher (under ``@subject``): the ``@triton.autotune`` kernels it runs.
+    """Deprecated: declare ``@subject(..., autotuned=(kernel, ...))`` instead.
 
-    Needed only where they cannot be found in the launcher's code (a kernel
-    picked from a table at run time, a launcher in a compiled extension).
+    Decorator for a launcher (under ``@subject``): the ``@triton.autotune`` kernels it runs.
     """
+    warnings.warn("@autotuned(kernel) is deprecated: declare @subject(..., autotuned=(kernel,)) or "
+                  "register(..., autotuned=(kernel,))", DeprecationWarning, stacklevel=2)
     if not kernels or any(tuner_of(k) is None for k in kernels):
         raise InvalidArgument(f"autotuned{kernels!r}: expected @triton.autotune kernels")
 
@@ -142,6 +144,9 @@ def reveal(target: Any, depth: int = 4) -> tuple:
                     visit(cell.cell_contents, depth - 1)
                 except ValueError:  # an empty cell
                     pass
+            # A kernel bound as a default argument (``def launch(x, _kernel=_kernel)``) is named as a global is.
+            for value in (*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()):
+                visit(value, depth - 1)
         elif inspect.isclass(obj):
             if not _foreign(obj):
                 # Naming the class was the call (Function.apply runs forward): its methods cost no more depth.
@@ -160,17 +165,30 @@ _CACHE: dict[int, tuple[Any, tuple]] = {}
 
 
 def tuners_for(subject_or_contract: Any) -> tuple:
-    """The autotuners a subject runs (given the subject, or its contract: looked up in the registry)."""
+    """The autotuners a subject runs (given the subject, or its contract: looked up in the registry).
+
+    Those its contract declares (``autotuned=``), each checked to be one; else those its code reveals.
+    """
     from triton_conformance.model.subject import Subject, registry
 
     key = id(subject_or_contract)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is subject_or_contract:
         return hit[1]
-    subject = subject_or_contract
-    if not isinstance(subject, Subject):
-        subject = next((s for s in registry if s.contract is subject_or_contract), None)
-    tuners = () if subject is None else reveal(subject.target if subject.target is not None else subject.launcher)
+    contract = getattr(subject_or_contract, "contract", subject_or_contract)
+    if contract.autotuned:
+        tuners = tuple(tuner_of(k) for k in contract.autotuned)
+        for kernel, tuner in zip(contract.autotuned, tuners):
+            if tuner is None:
+                what = f"{getattr(kernel, '__name__', '?')} (a {type(kernel).__name__})"
+                raise InvalidContract(f"Contract: autotuned={what}, expected @triton.autotune kernels: "
+                                      "@triton.autotune(...) above @triton.jit")
+    else:
+        subject = subject_or_contract
+        if not isinstance(subject, Subject):
+            subject = next((s for s in registry if s.contract is subject_or_contract), None)
+        tuners = () if subject is None else reveal(subject.target if subject.target is not None
+                                                   else subject.launcher)
     _CACHE[key] = (subject_or_contract, tuners)
     return tuners
 

@@ -21,7 +21,7 @@ from triton_conformance.plugin.items import (
 )
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.model.outcomes import CellResult
-from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.errors import ConformanceUsageError, InvalidContract
 from triton_conformance.model.config import RunConfig
 
 __all__ = ["ConformanceSession"]
@@ -90,7 +90,11 @@ class ConformanceSession:
 
             self._cells = {item_name(f.module, IMPORT_CELL): (f.module, IMPORT_CELL) for f in self.import_failures}
             for subject in self.subjects:
-                for cell in cells_for(subject.contract):
+                try:
+                    cells = cells_for(subject.contract)
+                except InvalidContract as exc:  # a field only the engine can check (autotuned=)
+                    raise InvalidContract(f"{exc} (subject {subject.name!r} in module {subject.module!r})") from None
+                for cell in cells:
                     self._cells[item_name(subject.name, cell)] = (subject.name, cell)
         return self._cells
 

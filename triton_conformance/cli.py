@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from triton_conformance.model.cells import cell_id, split_cell_id
 from triton_conformance.options import HELP_CELL, HELP_FRESH, OPTIONS, add_conformance_options, key
 
 __all__ = ["main"]
@@ -337,16 +338,16 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _find_cell(doc: dict, path: str, wanted: str) -> dict:
     """The result of ``wanted`` (``subject[cell]``) in ``doc``; SystemExit(2) naming the argument otherwise."""
-    names = {f"{r['subject']}[{r['cell']}]": r for r in doc["results"]}
+    names = {cell_id(r["subject"], r["cell"]): r for r in doc["results"]}
     if wanted in names:
         return names[wanted]
     close = difflib.get_close_matches(wanted, list(names), n=3)
     hint = f"; closest: {', '.join(close)}" if close else ""
-    subject, _, _ = wanted.partition("[")
-    if not wanted.endswith("]") or "[" not in wanted:
+    named = split_cell_id(wanted)
+    if named is None:
         hint = f"; expected subject[cell], as the matrix names it{hint}"
-    elif not any(r["subject"] == subject for r in doc["results"]):
-        hint = f"; the file has no subject {subject!r}{hint}"
+    elif not any(r["subject"] == named[0] for r in doc["results"]):
+        hint = f"; the file has no subject {named[0]!r}{hint}"
     print(f"triton-conformance replay: cell={wanted!r} is not in {path!r}{hint}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 

@@ -187,3 +187,16 @@ def test_a_layout_with_contiguous_strides_is_not_out_of_contract(dims, layout, k
     numbered = torch.arange(64)
     assert torch.equal(numbered.as_strided(shape, strides, offset), numbered.as_strided(shape, contiguous, 0))
     assert expectation(PLAIN, spec(dims=dims, layouts={"x": layout})).kind == kind
+
+
+# -- cell ids ----------------------------------------------------------------
+
+def test_every_cell_id_splits_back_into_its_subject_and_cell():
+    from triton_conformance.model.cells import cell_id, split_cell_id
+
+    for contract in (PLAIN, HALF_AND_SINGLE, MASKED, STOCHASTIC):
+        for cell in cells_for(contract):
+            assert split_cell_id(cell_id("zoo_softmax_v1", cell)) == ("zoo_softmax_v1", cell)
+    assert cell_id("add", "layout:transposed") == "add[layout:transposed]"
+    for name in ("add", "add[layout", "[memory]", "tests/test_x.py::test_y"):
+        assert split_cell_id(name) is None, name

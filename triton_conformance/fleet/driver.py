@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_conformance.model.cells import split_cell_id
 from triton_conformance.model.outcomes import CellResult
 
 __all__ = ["ShardTask", "FleetResult", "plan_tasks", "resources_for", "collect_cells", "crash_document",
@@ -84,9 +85,9 @@ def collect_cells(argv: list[str], cwd: str | None) -> list[tuple[str, str]]:
     out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
     cells = []
     for line in out.stdout.splitlines():
-        if line.startswith("::") and line.endswith("]"):
-            subject, _, cell = line[2:-1].partition("[")
-            cells.append((subject, cell))
+        named = split_cell_id(line[2:]) if line.startswith("::") else None
+        if named:
+            cells.append(named)
     return cells
 
 

@@ -17,10 +17,10 @@ from triton_conformance.plugin.items import (
     ConformanceItem,
     ImportFailureItem,
     import_result,
-    item_name,
 )
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.cells import cell_id
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
 from triton_conformance.model.config import RunConfig
 
@@ -88,14 +88,14 @@ class ConformanceSession:
         if self._cells is None:
             from triton_conformance.conformance.kinds import cells_for
 
-            self._cells = {item_name(f.module, IMPORT_CELL): (f.module, IMPORT_CELL) for f in self.import_failures}
+            self._cells = {cell_id(f.module, IMPORT_CELL): (f.module, IMPORT_CELL) for f in self.import_failures}
             for subject in self.subjects:
                 try:
                     cells = cells_for(subject.contract)
                 except InvalidContract as exc:  # a field only the engine can check (autotuned=)
                     raise InvalidContract(f"{exc} (subject {subject.name!r} in module {subject.module!r})") from None
                 for cell in cells:
-                    self._cells[item_name(subject.name, cell)] = (subject.name, cell)
+                    self._cells[cell_id(subject.name, cell)] = (subject.name, cell)
         return self._cells
 
     def check_selection(self) -> None:
@@ -180,12 +180,12 @@ class ConformanceSession:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         from triton_conformance.conformance.kinds import cells_for
 
-        ours: list = [ImportFailureItem.from_parent(session, name=item_name(f.module, IMPORT_CELL), failure=f)
+        ours: list = [ImportFailureItem.from_parent(session, name=cell_id(f.module, IMPORT_CELL), failure=f)
                       for f in self.import_failures]
         for subject in self.subjects:
             for cell in cells_for(subject.contract):
                 ours.append(ConformanceItem.from_parent(
-                    session, name=item_name(subject.name, cell), subject=subject, cell=cell, owner=self))
+                    session, name=cell_id(subject.name, cell), subject=subject, cell=cell, owner=self))
         kept = [item for item in ours if self._wanted(item.name) and self._in_shard(item.name)]
         if len(kept) < len(ours):
             keep = {id(item) for item in kept}
@@ -263,7 +263,7 @@ class ConformanceSession:
             terminalreporter.write_line(line)
         for failure in self.import_failures:
             terminalreporter.write_line(f"cannot import subject module {failure.module!r}: {failure.error}; "
-                                        f"recorded as the crash cell {item_name(failure.module, IMPORT_CELL)}",
+                                        f"recorded as the crash cell {cell_id(failure.module, IMPORT_CELL)}",
                                         red=True)
         terminalreporter.write_line(f"results: {self.results_path}")
         if self.run.seed is not None:
@@ -292,7 +292,7 @@ class ConformanceSession:
             common.append(f"--conformance-results={self.results_path}")
         failing = sorted((r for r in self.results.values() if not r.passed),
                          key=lambda r: r.expected_failure is not None)  # in the order they ran, known bugs last
-        return [shlex.join(common + [f"--conformance-cell={item_name(r.subject, r.cell)}"]) for r in failing]
+        return [shlex.join(common + [f"--conformance-cell={cell_id(r.subject, r.cell)}"]) for r in failing]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.executor.close()

@@ -36,6 +36,7 @@ import datetime as _dt
 from collections import Counter
 from typing import Any, Iterable
 
+from triton_conformance.model.cells import cell_id
 from triton_conformance.model.outcomes import FAILING, OUTCOMES
 
 __all__ = ["MergeConflict", "RUN_FIELDS", "device_of", "devices_of", "cell_device", "is_cross_device",
@@ -163,7 +164,7 @@ def merge_results(named: Iterable[tuple[str, dict[str, Any]]], *, allow_mixed: b
             r = dict(r, device=label, run=renames.get(str(r.get("run")), default_run))
             if key in cells and cells[key][1]["outcome"] != r["outcome"]:
                 other, was = cells[key]
-                line = (f"{r['subject']}[{r['cell']}] on {label} is {was['outcome']} in {other} and "
+                line = (f"{cell_id(r['subject'], r['cell'])} on {label} is {was['outcome']} in {other} and "
                         f"{r['outcome']} in {path}")
                 if not allow_mixed:
                     raise MergeConflict(f"conflicting results: {line}; expected each cell once per device "
@@ -245,4 +246,4 @@ def divergence_line(d: dict[str, Any]) -> str:
              for dev, o in d["outcomes"].items()]
     dims = f" at dims={d['dims']}" if d.get("dims") else ""
     what = "verdicts differ" if d["kind"] == "verdict" else "outcomes differ"
-    return f"{d['subject']}[{d['cell']}]: {', '.join(parts)}{dims} ({what})"
+    return f"{cell_id(d['subject'], d['cell'])}: {', '.join(parts)}{dims} ({what})"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from triton_conformance.model.cells import cell_id
 from triton_conformance.reports.explain import CHECKED_PASSING, KERNEL_FAULTS
 
 __all__ = ["CellChange", "ResultsDiff", "diff_documents", "performance_note", "GOOD", "BAD", "PERF_THRESHOLD"]
@@ -46,7 +47,7 @@ class CellChange:
         known = "  [known bug]" if self.expected_failure else ""
         note = f" ({self.note})" if self.note else ""
         where = f" on {self.device}" if self.device else ""
-        return f"{self.subject}[{self.cell}]{where}: {arrow}{extra}{note}{known}"
+        return f"{cell_id(self.subject, self.cell)}{where}: {arrow}{extra}{note}{known}"
 
 
 @dataclass

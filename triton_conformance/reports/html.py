@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import FAILING, OUTCOME_TABLE, OUTCOMES
 from triton_conformance.model.performance import figures_line
 from triton_conformance.reports._html_assets import CSS, JS
@@ -250,7 +250,7 @@ def _performance_section(results: list[dict[str, Any]], ids: dict[tuple[str, str
 def _cell_tip(subject: str, c: str, r: dict[str, Any]) -> str:
     """A matrix cell's tooltip: what was found, in words; a skip's reason; a failure outside the column's concern."""
     outcome = r["outcome"]
-    tip = f"{subject}[{c}]: {outcome}"
+    tip = f"{cell_id(subject, c)}: {outcome}"
     if outcome == "skipped":
         return tip + (f": {r['message']}" if r.get("message") else "")
     note = incidental_note(r)
@@ -307,7 +307,7 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str, str | None]
             for c in cells:
                 r = row.get(c)
                 if r is None:
-                    tds.append(f'<td class="cell none" data-cell="{esc(c)}" title="{esc(f"{subject}[{c}]: not applicable, its contract has no such cell")}"></td>')
+                    tds.append(f'<td class="cell none" data-cell="{esc(c)}" title="{esc(f"{cell_id(subject, c)}: not applicable, its contract has no such cell")}"></td>')
                     continue
                 idx, outcome = ids[(subject, c, device)], r["outcome"]
                 classes = ["cell", f"o-{outcome}"] + (["known"] if known and outcome in KERNEL_FAULTS else [])

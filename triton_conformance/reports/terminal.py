@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.reports.catalogue import DEFAULT
 from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
@@ -79,12 +79,12 @@ def slowest_lines(results: Iterable[Any], n: int = SLOWEST) -> list[str]:
         return []
     total = sum(float(c["duration_s"]) for c in timed)
     lines = ["", f"slowest cells ({min(n, len(timed))} of {len(timed)}, {total:.1f} s in all):"]
-    width = max(len(f"{c.get('subject')}[{c.get('cell')}]") for c in timed[:n]) + 2
+    width = max(len(cell_id(c.get("subject"), c.get("cell"))) for c in timed[:n]) + 2
     for c in timed[:n]:
         over = (c.get("details") or {}).get("over-cost_discarded") or \
             ((c.get("details") or {}).get("interpreter_cost") or {}).get("stopped")
         note = f", {over} over the interpreter's cost allowance (discarded)" if over else ""
-        name = f"{c.get('subject')}[{c.get('cell')}]"
+        name = cell_id(c.get("subject"), c.get("cell"))
         lines.append(f"  {name.ljust(width)}{float(c['duration_s']):7.1f} s  {c.get('outcome')}, "
                      f"{int(c.get('examples') or 0)} examples{note}")
     return lines
@@ -145,7 +145,7 @@ def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue | None = No
         lines.append("failing cells:")
         for r in sorted(failures, key=lambda r: (r.subject, order[r.cell])):
             dims = (r.counterexample or {}).get("dims")
-            lines.append(f"  {r.subject}[{r.cell}]: {r.outcome} ({r.finding})"
+            lines.append(f"  {cell_id(r.subject, r.cell)}: {r.outcome} ({r.finding})"
                          + (f" at dims={dims}" if dims else "")
                          + ("  [known bug]" if r.expected_failure else ""))
     lines += skip_lines(results)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triton_conformance.model.cells import split_cell_id
+from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda
 from triton_conformance.model.outcomes import CellResult
 
 __all__ = ["ShardTask", "FleetResult", "plan_tasks", "resources_for", "collect_cells", "crash_document",
@@ -58,14 +59,14 @@ def resources_for(label: str, *, simulate: bool, mode: str = "accelerator") -> t
       resource: a cluster without GPUs pretending to have them (tests).
     """
     if simulate or mode == "custom":
-        device = "interpreter" if simulate or label == "interpreter" else "cuda"
+        device = INTERPRETER if simulate or label == INTERPRETER else CUDA
         options: dict[str, Any] = {"num_cpus": 1, "resources": {f"device:{label}": 1}}
-        if device == "cuda":
+        if on_cuda(device):
             options["num_gpus"] = 1
         return device, options
-    if label == "interpreter":
-        return "interpreter", {"num_cpus": 1}
-    return "cuda", {"num_cpus": 1, "num_gpus": 1, "accelerator_type": label}
+    if label == INTERPRETER:  # a label names a GPU model, or the interpreter
+        return INTERPRETER, {"num_cpus": 1}
+    return CUDA, {"num_cpus": 1, "num_gpus": 1, "accelerator_type": label}
 
 
 def plan_tasks(devices: list[str], shards: int, *, simulate: bool = False,

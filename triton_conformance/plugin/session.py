@@ -22,7 +22,7 @@ from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.cells import cell_id
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
-from triton_conformance.model.config import RunConfig
+from triton_conformance.model.config import RunConfig, on_cuda
 
 __all__ = ["ConformanceSession"]
 
@@ -145,7 +145,7 @@ class ConformanceSession:
         """This run's device as a cross-device matrix names it."""
         if self.device_label:
             return self.device_label
-        if self.run.device != "cuda":
+        if not on_cuda(self.run.device):
             return self.run.device
         return _gpu_name() or "cuda"
 

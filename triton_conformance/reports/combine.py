@@ -37,6 +37,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from triton_conformance.model.cells import cell_id
+from triton_conformance.model.config import CUDA
 from triton_conformance.model.outcomes import FAILING, OUTCOMES
 
 __all__ = ["MergeConflict", "RUN_FIELDS", "device_of", "devices_of", "cell_device", "is_cross_device",
@@ -56,7 +57,7 @@ def device_of(doc: dict[str, Any]) -> str:
     if env.get("device_label"):
         return str(env["device_label"])
     name = env.get("device_name")
-    if env.get("device") == "cuda" and name and name != "cuda":
+    if env.get("device") == CUDA and name and name != CUDA:
         return str(name).removeprefix("NVIDIA ").strip()
     return str(env.get("device") or "unknown")
 

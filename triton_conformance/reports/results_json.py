@@ -42,6 +42,7 @@ from importlib import metadata
 from typing import Iterable
 
 from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.config import on_cuda
 from triton_conformance.model.outcomes import OUTCOMES, CellResult
 
 __all__ = ["SCHEMA", "VERSION", "environment", "results_document", "write_results", "read_results",
@@ -74,7 +75,7 @@ def environment(*, device: str, profile: str, seed: int | None, device_name: str
 
     return {
         "device": device,
-        "device_name": device_name or ("cpu (Triton interpreter)" if device == "interpreter" else device),
+        "device_name": device_name or (device if on_cuda(device) else "cpu (Triton interpreter)"),
         "triton": _version("triton"),
         "torch": _version("torch"),
         "python": platform.python_version(),

@@ -19,6 +19,8 @@ import sys
 import traceback
 from dataclasses import replace
 
+from triton_conformance.model.config import on_cuda
+
 # Exit status of a worker that lost its CUDA context (it has told the pool why).
 EXIT_POISONED = 3
 
@@ -69,7 +71,7 @@ def main(argv: list[str]) -> int:
     from triton_conformance.conformance.backend import current_backend, select_device
 
     device = select_device(init["device"])  # before any kernel module is imported
-    if device == "interpreter":  # the compat layer, also before kernel modules (None: every shim)
+    if not on_cuda(device):  # the compat layer, also before kernel modules (None: every shim)
         from triton_conformance import compat
 
         compat.install(init.get("compat_shims"))

@@ -1,13 +1,46 @@
 """triton-conformance: a conformance test suite for Triton kernels.
 
+The public API, and only it:
+
+- declaring a subject: :func:`subject` / :func:`register`, the contract's parts
+  (``Tensor``, ``Mask``, ``Dim``, ``Scalar``, ``Tolerance``, ``Backward``,
+  ``Performance``), the stochastic models (``Dropout``, ``StochasticRounding``, and
+  ``StochasticModel`` to write one), and :func:`get_subject`;
+- what a declaration gives: the ``Subject`` and its ``Contract`` (which a cell kind is handed);
+- the errors a declaration or a configuration raises.
+
 Importing this package (and its pytest plugin) imports neither torch nor triton;
-they are loaded when the battery runs.  The declaration API is the model's.
+they are loaded when the battery runs.  The package is a leaf every layer
+imports, so it names nothing of the engine: a new cell kind comes from
+:mod:`triton_conformance.conformance.kinds` (``CellKind``, ``register_kind``).
 """
 
-from triton_conformance import model
 from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract
-from triton_conformance.model import *  # noqa: F403 - the declaration API, listed once in model.__all__
+from triton_conformance.model.contract import Backward, Contract, Dim, Mask, Scalar, Tensor, Tolerance
+from triton_conformance.model.performance import Performance
+from triton_conformance.model.stochastic import Dropout, StochasticModel, StochasticRounding
+from triton_conformance.model.subject import Subject, get_subject, register, subject
 
 __version__ = "0.1.0"
 
-__all__ = sorted([*model.__all__, "ConformanceUsageError", "InvalidArgument", "InvalidContract", "__version__"])
+__all__ = [
+    "Backward",
+    "ConformanceUsageError",
+    "Contract",
+    "Dim",
+    "Dropout",
+    "InvalidArgument",
+    "InvalidContract",
+    "Mask",
+    "Performance",
+    "Scalar",
+    "StochasticModel",
+    "StochasticRounding",
+    "Subject",
+    "Tensor",
+    "Tolerance",
+    "__version__",
+    "get_subject",
+    "register",
+    "subject",
+]

@@ -8,7 +8,7 @@ import pytest
 import triton_conformance as tc
 from triton_conformance import Contract, Dim, InvalidContract, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.model.contract import FLOAT_DTYPES
-from triton_conformance.model.subject import Subject
+from triton_conformance.model.subject import Subject, registry
 
 
 def oracle_x(x):
@@ -302,11 +302,11 @@ def test_get_subject_names_what_is_declared():
 def test_registry_iterates_sorted_by_family_then_name():
     tc.register(launcher_a, name="cover_contract_zz", family="cover_contract_fam_a", **_DECL)
     tc.register(launcher_a, name="cover_contract_aa", family="cover_contract_fam_b", **_DECL)
-    ours = [s.name for s in tc.registry if s.name in ("cover_contract_zz", "cover_contract_aa")]
+    ours = [s.name for s in registry if s.name in ("cover_contract_zz", "cover_contract_aa")]
     assert ours == ["cover_contract_zz", "cover_contract_aa"]
-    keys = [(s.family, s.name) for s in tc.registry]
+    keys = [(s.family, s.name) for s in registry]
     assert keys == sorted(keys)
-    assert len(tc.registry) == len(keys)
+    assert len(registry) == len(keys)
 
 
 def test_load_modules_reports_unimportable_modules():

@@ -18,7 +18,6 @@ from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import FAILING, OUTCOME_TABLE, OUTCOMES
 from triton_conformance.model.performance import figures_line
 from triton_conformance.reports._html_assets import CSS, JS
-from triton_conformance.reports.catalogue import catalogue_of
 from triton_conformance.reports.combine import divergences, is_cross_device
 from triton_conformance.reports.diff import ResultsDiff, diff_documents
 from triton_conformance.reports.explain import (
@@ -36,6 +35,7 @@ from triton_conformance.reports.html_devices import divergence_section as _diver
 from triton_conformance.reports.html_devices import devices_header as _devices_header
 from triton_conformance.reports.html_devices import key as _key
 from triton_conformance.reports.html_devices import name as _name
+from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["render_html", "write_html"]
 

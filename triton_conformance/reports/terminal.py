@@ -1,7 +1,8 @@
 """The terminal matrix: one row per subject, one letter per contract cell.
 
 Letters and the legend come from the outcome table, the column order from the
-catalogue of cells (the results document's own, else the built-in default).
+catalogue of cells the run wrote (the results document's own; without one, the
+cells' names order them).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from typing import Any, Iterable
 
 from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import CellResult
-from triton_conformance.reports.catalogue import DEFAULT
 from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
+from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["matrix_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
            "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
@@ -111,12 +112,13 @@ def performance_lines(results: Iterable[CellResult]) -> list[str]:
         f"  {r.subject.ljust(width)}{r.details.get('bound', '')}-bound: {figures_line(r.details)}" for r in measured]
 
 
-def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue | None = None) -> list[str]:
-    """The matrix, its legend, the failing cells and the skip reasons; columns in ``catalogue`` order."""
+def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue = Catalogue()) -> list[str]:
+    """The matrix, its legend, the failing cells and the skip reasons; columns in ``catalogue`` order
+    (the run's: ``conformance.kinds.catalogue()`` or a document's ``catalogue_of``)."""
     results = list(results)
     if not results:
         return ["(no conformance results)"]
-    cells = (catalogue if catalogue is not None and catalogue.dimensions else DEFAULT).sorted(r.cell for r in results)
+    cells = catalogue.sorted(r.cell for r in results)
     order = {c: i for i, c in enumerate(cells)}
     by_subject: dict[str, dict[str, CellResult]] = {}
     for r in sorted(results, key=lambda r: (r.family, r.subject, order[r.cell])):
@@ -164,7 +166,6 @@ def divergence_lines(doc: dict[str, Any]) -> list[str]:
 
 def document_lines(doc: dict[str, Any]) -> list[str]:
     """The matrix of a results document; of a cross-device one, a matrix per device, then the divergences."""
-    from triton_conformance.reports.catalogue import catalogue_of
     from triton_conformance.reports.combine import cell_device, devices_of, is_cross_device
 
     catalogue = catalogue_of(doc)

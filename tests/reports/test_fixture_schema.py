@@ -43,11 +43,9 @@ def _runner_counterexample():
 
 def _as_the_session_writes(doc: dict) -> dict:
     """A fresh document through the same steps the session takes before writing results.json."""
-    try:
-        from triton_conformance.plugin.merge import merge_documents
-    except ImportError:
-        return doc
-    return merge_documents(doc, None)
+    from triton_conformance.reports.combine import update_results
+
+    return update_results(None, doc)
 
 
 def _fresh_document() -> dict:

@@ -301,7 +301,8 @@ class ConformanceSession:
         from triton_conformance.conformance.kinds import catalogue
         from triton_conformance.reports.results_json import environment, results_document, write_results
 
-        from triton_conformance.plugin.merge import check_mergeable, merge_documents
+        from triton_conformance.plugin.merge import check_mergeable
+        from triton_conformance.reports.combine import update_results
 
         from triton_conformance import compat
 
@@ -316,4 +317,4 @@ class ConformanceSession:
             self.results_path += ".new"
             print(f"triton-conformance: {exc}; this run's results went to {self.results_path}", file=sys.stderr)
             previous = None
-        write_results(self.results_path, merge_documents(document, previous))
+        write_results(self.results_path, update_results(previous, document))

@@ -200,3 +200,13 @@ def test_every_cell_id_splits_back_into_its_subject_and_cell():
     assert cell_id("add", "layout:transposed") == "add[layout:transposed]"
     for name in ("add", "add[layout", "[memory]", "tests/test_x.py::test_y"):
         assert split_cell_id(name) is None, name
+
+
+def test_the_layout_cells_are_named_after_the_one_layout_vocabulary():
+    from triton_conformance.model.spec import LAYOUT_CLASSES, LAYOUTS
+
+    assert LAYOUT_CLASSES == tuple(k for k, _ in LAYOUTS) and all(text for _, text in LAYOUTS)
+    dimensions = {d.name: d for d in catalogue().dimensions}
+    assert [c.value for c in dimensions["layout"].classes] == [*LAYOUT_CLASSES, "mixed"]
+    grad_layouts = [c.value[len("layout:"):] for c in dimensions["grad"].classes if c.value.startswith("layout:")]
+    assert grad_layouts and grad_layouts == [k for k in LAYOUT_CLASSES if k in grad_layouts]  # in the same order

@@ -21,9 +21,19 @@ import os
 import subprocess
 import sys
 import time
+from importlib.metadata import entry_points
 
+from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.fleet.command import add_fleet_parser, fleet
 from triton_conformance.model.cells import cell_id, split_cell_id
 from triton_conformance.options import HELP_CELL, HELP_FRESH, OPTIONS, add_conformance_options, key
+from triton_conformance.plugin.shards import parse_shard
+from triton_conformance.reports.combine import MergeConflict, merge_results
+from triton_conformance.reports.diff import diff_documents
+from triton_conformance.reports.html import write_html
+from triton_conformance.reports.results_json import check_cells, read_results, write_results
+from triton_conformance.reports.terminal import document_lines
+from triton_conformance.workers.gpus import slots_per_gpu, visible_gpus, workers_per_gpu
 
 __all__ = ["main"]
 
@@ -94,7 +104,6 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("old", help="the baseline results JSON")
     diff.add_argument("new", help="the results JSON to judge")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON instead of text")
-    from triton_conformance.fleet.command import add_fleet_parser
 
     add_fleet_parser(sub)
     merge = sub.add_parser(
@@ -122,8 +131,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read(command: str, path: str) -> dict:
     """The document at ``path``; raises SystemExit(2) with the reason if it cannot be used."""
-    from triton_conformance.reports.results_json import check_cells, read_results
-
     try:
         return check_cells(read_results(path), path)
     except (OSError, ValueError) as exc:
@@ -148,8 +155,6 @@ class _ResultsPath:
 
 
 def _plugin_installed() -> bool:
-    from importlib.metadata import entry_points
-
     return any(ep.value == "triton_conformance.plugin" for ep in entry_points(group="pytest11"))
 
 
@@ -171,15 +176,13 @@ def _pytest_argv(args: argparse.Namespace, *, xdist: bool) -> list[str]:
 
 def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
     """Run pytest, then write the HTML report beside the results JSON it wrote."""
-    import pytest
+    import pytest  # only run and nightly need it: show, report and diff start without it
 
     started = time.time()
     where = _ResultsPath()
     code = pytest.main(argv, plugins=[where])
     # Failing cells are the report, not an error of the run; known bugs are xfail.
     if where.path and os.path.exists(where.path) and os.path.getmtime(where.path) >= started - 1:
-        from triton_conformance.reports.html import write_html
-
         page = write_html(html_path_for(where.path), _read(command, where.path), baseline=baseline)
         print(f"report: {page}")
     return int(code)
@@ -187,9 +190,6 @@ def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
 
 def _check_shard(command: str, args: argparse.Namespace) -> None:
     """A bad --shard is a one-line usage error here, before pytest starts (SystemExit 2)."""
-    from triton_conformance.errors import ConformanceUsageError
-    from triton_conformance.plugin.shards import parse_shard
-
     try:
         parse_shard(args.conformance_shard, "--shard")
     except ConformanceUsageError as exc:
@@ -205,9 +205,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _nightly(args: argparse.Namespace) -> int:
     """``--workers-per-gpu`` xdist workers per GPU, each claiming a slot (see triton_conformance.workers.gpus)."""
-    from triton_conformance.workers.gpus import slots_per_gpu, visible_gpus
-    from triton_conformance.errors import ConformanceUsageError
-
     _check_shard("nightly", args)
     baseline = _read("nightly", args.baseline) if args.baseline else None
     if args.conformance_isolation == "none":
@@ -248,8 +245,6 @@ def _nightly(args: argparse.Namespace) -> int:
 def nightly_per_gpu(text: str | None, cpus: int | None, gpus: int) -> int | None:
     """The workers per GPU that ``--workers-per-gpu`` asks for: ``auto`` (or none) by
     :func:`~triton_conformance.workers.gpus.workers_per_gpu`, else the number; None if it is neither."""
-    from triton_conformance.workers.gpus import workers_per_gpu
-
     text = "auto" if text is None else str(text).strip()
     if text == "auto":
         return workers_per_gpu(cpus, gpus)
@@ -268,8 +263,6 @@ def share_cores(workers: int, environ: dict | None = None) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.terminal import document_lines
-
     doc = _read("show", args.results)
     env = doc["environment"]
     print(f"{env.get('device_name')} | triton {env.get('triton')} | torch {env.get('torch')} | "
@@ -280,9 +273,6 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.combine import MergeConflict, merge_results
-    from triton_conformance.reports.results_json import write_results
-
     named = [(path, _read("merge", path)) for path in args.files]
     try:
         doc = merge_results(named, allow_mixed=args.allow_mixed)
@@ -305,15 +295,11 @@ def _merge(args: argparse.Namespace) -> int:
           f"device{'s' if len(devices) > 1 else ''} ({', '.join(map(str, devices))})"
           + (f"; {found} device divergence{'s' if found != 1 else ''}" if len(devices) > 1 else ""))
     if args.html:
-        from triton_conformance.reports.html import write_html
-
         print(f"report: {write_html(html_path_for(args.output), doc)}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.html import write_html
-
     doc = _read("report", args.results)
     baseline = _read("report", args.baseline) if args.baseline else None
     try:
@@ -326,8 +312,6 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.diff import diff_documents
-
     diff = diff_documents(_read("diff", args.old), _read("diff", args.new))
     if args.json:
         print(json.dumps(diff.to_dict(), indent=1, default=str))
@@ -353,8 +337,6 @@ def _find_cell(doc: dict, path: str, wanted: str) -> dict:
 
 
 def _fleet(args: argparse.Namespace) -> int:
-    from triton_conformance.fleet.command import fleet
-
     return fleet(args, html_path_for(args.output))
 
 

@@ -9,9 +9,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_conformance.fleet.tasks import Ledger, run_shard, with_options
 from triton_conformance.model.cells import split_cell_id
 from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.plugin.shards import parse_shard, plan_shards
+from triton_conformance.reports.combine import MergeConflict, merge_results
+from triton_conformance.reports.results_json import environment, results_document
 
 __all__ = ["ShardTask", "FleetResult", "plan_tasks", "resources_for", "collect_cells", "crash_document",
            "run_fleet", "RETRIES"]
@@ -95,8 +99,6 @@ def collect_cells(argv: list[str], cwd: str | None) -> list[tuple[str, str]]:
 def crash_document(task: ShardTask, cells: list[tuple[str, str]], like: dict[str, Any] | None,
                    attempts: list[dict[str, str]], error: str) -> dict[str, Any]:
     """A results document of crash cells for a shard lost on every attempt, naming the nodes it ran on."""
-    from triton_conformance.reports.results_json import environment, results_document
-
     if like is not None:
         env = {k: v for k, v in (like.get("environment") or {}).items()}
     else:
@@ -114,8 +116,6 @@ def crash_document(task: ShardTask, cells: list[tuple[str, str]], like: dict[str
 
 
 def _shard_cells(task: ShardTask, cells: list[tuple[str, str]], durations: dict | None) -> list[tuple[str, str]]:
-    from triton_conformance.plugin.shards import parse_shard, plan_shards
-
     shard = parse_shard(task.shard)
     plan = plan_shards(cells, shard.count, durations)
     return [c for c in cells if plan.get(c[0]) == shard.index]
@@ -133,10 +133,7 @@ def run_fleet(tasks: list[ShardTask], *, argv: list[str], workdir: str, cwd: str
     (found by collecting with ``collect_argv``, split with ``durations`` as the
     shards split them), carrying the nodes of its attempts.
     """
-    import ray
-
-    from triton_conformance.fleet.tasks import Ledger, run_shard, with_options
-    from triton_conformance.reports.combine import MergeConflict, merge_results
+    import ray  # an optional dependency (the fleet extra): imported only when a fleet runs
 
     os.makedirs(workdir, exist_ok=True)
     cwd = os.path.abspath(cwd or os.getcwd())

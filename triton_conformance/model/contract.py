@@ -32,6 +32,7 @@ from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
     Scalar,
     Tolerance,
 )
+from triton_conformance.model.stochastic import StochasticModel
 
 __all__ = [
     "FLOAT_DTYPES",
@@ -348,8 +349,6 @@ class Contract:
         return any(getattr(s, "value_range", None) is not None for s in self.inputs.values())
 
     def _check_model(self) -> None:
-        from triton_conformance.model.stochastic import StochasticModel
-
         if not isinstance(self.model, StochasticModel):
             raise _fail("Contract", "model", self.model, "a StochasticModel such as Dropout(p='p', seed='seed')")
         for name in self.model.scalar_names():

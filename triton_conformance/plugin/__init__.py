@@ -14,16 +14,18 @@ import sys
 import pytest
 
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
-from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda
+from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda, parse_compat, run_config
 from triton_conformance.options import HELP_CELL, HELP_ENABLE, HELP_FRESH, add_conformance_options, key, resolve
+from triton_conformance.plugin import hookspecs
+
+# This module loads in every pytest run, conformance or not: the rest of the package is imported inside
+# the hooks that need it, and the engine only after pytest_configure has resolved the device.
 
 _SESSION = pytest.StashKey["object"]()
 _GPUS = pytest.StashKey["list"]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from triton_conformance.plugin import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
 
 
@@ -63,7 +65,6 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     if device == INTERPRETER:  # the option as given (pytest_configure validates it and resolves auto)
         os.environ["TRITON_INTERPRET"] = "1"
         from triton_conformance import compat
-        from triton_conformance.model.config import parse_compat
 
         try:  # the interpreter compatibility layer, before a conftest imports a kernel
             compat.install(parse_compat(_option(early_config, "compat")[0]))
@@ -210,7 +211,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     claim = _pin_worker(config)
     from triton_conformance.conformance.backend import select_device
-    from triton_conformance.model.config import run_config
     from triton_conformance.plugin.session import ConformanceSession
 
     device, where = _option(config, "device")

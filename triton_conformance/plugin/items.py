@@ -28,7 +28,7 @@ def gpu_turn(turns: Any, cell: str) -> ContextManager[None]:
     (one worker per GPU, no xdist, the interpreter)."""
     if turns is None:
         return contextlib.nullcontext()
-    from triton_conformance.conformance.kinds import kind_of
+    from triton_conformance.conformance.kinds import kind_of  # the engine loads triton: after configure
 
     return turns.exclusive() if kind_of(cell)[0].exclusive_gpu else turns.shared()
 

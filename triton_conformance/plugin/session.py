@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import difflib
+import os
 import random
 import shlex
+import shutil
+import subprocess
 import sys
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from triton_conformance import compat
+from triton_conformance.errors import ConformanceUsageError, InvalidContract
+from triton_conformance.model.cells import cell_id
+from triton_conformance.model.config import RunConfig, on_cuda
+from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.subject import load_modules, registry
+from triton_conformance.options import OPTIONS
 from triton_conformance.plugin.items import (
     IMPORT_CELL,
     PROPERTY,
@@ -18,11 +28,16 @@ from triton_conformance.plugin.items import (
     ImportFailureItem,
     import_result,
 )
+from triton_conformance.plugin.merge import check_mergeable
+from triton_conformance.plugin.shards import plan_shards
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
-from triton_conformance.model.outcomes import CellResult
-from triton_conformance.model.cells import cell_id
-from triton_conformance.errors import ConformanceUsageError, InvalidContract
-from triton_conformance.model.config import RunConfig, on_cuda
+from triton_conformance.reports.combine import update_results
+from triton_conformance.reports.results_json import environment, results_document, write_results
+from triton_conformance.reports.terminal import matrix_lines, slowest_lines
+from triton_conformance.workers.executor import CellExecutor
+
+# The engine (conformance/) is imported inside the methods that need it: it loads triton, which must
+# come after pytest_configure has resolved the device (TRITON_INTERPRET) and installed the compat layer.
 
 __all__ = ["ConformanceSession"]
 
@@ -31,10 +46,6 @@ RERUN_LINES = 20  # re-run commands printed at most
 
 def _gpu_name() -> str | None:
     """The first visible GPU's name as nvidia-smi gives it, without ``NVIDIA `` (``H200``); None if unknown."""
-    import os
-    import shutil
-    import subprocess
-
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -53,8 +64,6 @@ class ConformanceSession:
 
     def __init__(self, config: pytest.Config, *, run: RunConfig, results_path: str, fresh: bool = False,
                  cells: list[str] | None = None):
-        from triton_conformance.workers.executor import CellExecutor
-
         self.config = config
         self.results_path = results_path
         workerinput = getattr(config, "workerinput", None)
@@ -123,8 +132,6 @@ class ConformanceSession:
             if "conformance_shard_plan" in workerinput:
                 self._plan = dict(workerinput["conformance_shard_plan"])
             else:
-                from triton_conformance.plugin.shards import plan_shards
-
                 self._plan = plan_shards(self.cells().values(), self.shard.count, self.durations)
         return self._plan
 
@@ -157,8 +164,6 @@ class ConformanceSession:
         project's own modules import without a ``pythonpath`` setting.  A module
         that raises while importing becomes a crash cell ``module[import]``.
         """
-        from triton_conformance.model.subject import load_modules, registry
-
         modules: list[str] = []
         for names in self.config.hook.pytest_conformance_modules(config=self.config):
             modules.extend(names or ())
@@ -256,7 +261,6 @@ class ConformanceSession:
         if self.is_worker:
             return
         from triton_conformance.conformance.kinds import catalogue
-        from triton_conformance.reports.terminal import matrix_lines, slowest_lines
 
         terminalreporter.section("conformance matrix")
         for line in matrix_lines(self.results.values(), catalogue()) + slowest_lines(self.results.values()):
@@ -279,8 +283,6 @@ class ConformanceSession:
 
     def rerun_commands(self) -> list[str]:
         """A pytest command line for each failing cell of this run, which runs that cell alone."""
-        from triton_conformance.options import OPTIONS
-
         defaults = {name: default for name, default, *_ in OPTIONS}
         common = ["pytest", "--conformance-only"]
         for name, value in (("device", self.run.device), ("profile", self.run.profile.name)):
@@ -299,12 +301,6 @@ class ConformanceSession:
         if self.is_worker or not self.results:
             return
         from triton_conformance.conformance.kinds import catalogue
-        from triton_conformance.reports.results_json import environment, results_document, write_results
-
-        from triton_conformance.plugin.merge import check_mergeable
-        from triton_conformance.reports.combine import update_results
-
-        from triton_conformance import compat
 
         env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed,
                           compat=compat.installed(), device_label=self.label())

@@ -44,6 +44,7 @@ from collections import Counter
 from importlib import metadata
 from typing import Iterable
 
+from triton_conformance import __version__
 from triton_conformance.model.cells import Catalogue
 from triton_conformance.model.config import on_cuda
 from triton_conformance.model.outcomes import OUTCOMES, CellResult
@@ -74,8 +75,6 @@ def environment(*, device: str, profile: str, seed: int | None, device_name: str
                 compat: Iterable[str] = (), device_label: str | None = None) -> dict:
     """What the run ran on: versions, host, commit; ``compat``: the interpreter shims the kernels ran with;
     ``device_label``: the device's name in a cross-device matrix."""
-    from triton_conformance import __version__
-
     return {
         "device": device,
         "device_name": device_name or (device if on_cuda(device) else "cpu (Triton interpreter)"),

@@ -11,6 +11,8 @@ from typing import Any, Iterable
 
 from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.performance import figures_line
+from triton_conformance.reports.combine import cell_device, devices_of, divergence_line, divergences, is_cross_device
 from triton_conformance.reports.explain import LETTERS, legend_line, skip_groups
 from triton_conformance.reports.results_json import catalogue_of
 
@@ -101,8 +103,6 @@ def _groups(cells: list[str]) -> list[tuple[str, list[str]]]:
 
 def performance_lines(results: Iterable[CellResult]) -> list[str]:
     """The figures of every measured ``performance`` cell, one line per subject (none if none was measured)."""
-    from triton_conformance.model.performance import figures_line
-
     measured = sorted((r for r in results if r.cell == "performance" and (r.details or {}).get("fraction")),
                       key=lambda r: (r.family, r.subject))
     if not measured:
@@ -156,8 +156,6 @@ def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue = Catalogue
 
 def divergence_lines(doc: dict[str, Any]) -> list[str]:
     """``device divergences (N):`` and one line per cell whose verdicts differ between devices (none if none)."""
-    from triton_conformance.reports.combine import divergence_line, divergences
-
     found = doc.get("divergences") if isinstance(doc.get("divergences"), list) else divergences(doc)
     if not found:
         return []
@@ -166,8 +164,6 @@ def divergence_lines(doc: dict[str, Any]) -> list[str]:
 
 def document_lines(doc: dict[str, Any]) -> list[str]:
     """The matrix of a results document; of a cross-device one, a matrix per device, then the divergences."""
-    from triton_conformance.reports.combine import cell_device, devices_of, is_cross_device
-
     catalogue = catalogue_of(doc)
     if not is_cross_device(doc):
         return matrix_lines((CellResult.from_dict(r) for r in doc.get("results") or ()), catalogue)

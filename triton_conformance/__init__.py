@@ -15,32 +15,10 @@ imports, so it names nothing of the engine: a new cell kind comes from
 :mod:`triton_conformance.conformance.kinds` (``CellKind``, ``register_kind``).
 """
 
+from triton_conformance import model
 from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract
-from triton_conformance.model.contract import Backward, Contract, Dim, Mask, Scalar, Tensor, Tolerance
-from triton_conformance.model.performance import Performance
-from triton_conformance.model.stochastic import Dropout, StochasticModel, StochasticRounding
-from triton_conformance.model.subject import Subject, get_subject, register, subject
+from triton_conformance.model import *  # noqa: F403 - the declaration API, listed once in model.__all__
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Backward",
-    "ConformanceUsageError",
-    "Contract",
-    "Dim",
-    "Dropout",
-    "InvalidArgument",
-    "InvalidContract",
-    "Mask",
-    "Performance",
-    "Scalar",
-    "StochasticModel",
-    "StochasticRounding",
-    "Subject",
-    "Tensor",
-    "Tolerance",
-    "__version__",
-    "get_subject",
-    "register",
-    "subject",
-]
+__all__ = sorted([*model.__all__, "ConformanceUsageError", "InvalidArgument", "InvalidContract", "__version__"])

@@ -27,7 +27,6 @@ from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.fleet.command import add_fleet_parser, fleet
 from triton_conformance.model.cells import cell_id, split_cell_id
 from triton_conformance.options import HELP_CELL, HELP_FRESH, OPTIONS, add_conformance_options, key
-from triton_conformance.plugin.shards import parse_shard
 from triton_conformance.reports.combine import MergeConflict, merge_results
 from triton_conformance.reports.diff import diff_documents
 from triton_conformance.reports.html import write_html
@@ -176,7 +175,7 @@ def _pytest_argv(args: argparse.Namespace, *, xdist: bool) -> list[str]:
 
 def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
     """Run pytest, then write the HTML report beside the results JSON it wrote."""
-    import pytest  # only run and nightly need it: show, report and diff start without it
+    import pytest  # only run and nightly need it (and the plugin package): show, report and diff start without
 
     started = time.time()
     where = _ResultsPath()
@@ -190,6 +189,8 @@ def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
 
 def _check_shard(command: str, args: argparse.Namespace) -> None:
     """A bad --shard is a one-line usage error here, before pytest starts (SystemExit 2)."""
+    from triton_conformance.plugin.shards import parse_shard  # the plugin package loads pytest
+
     try:
         parse_shard(args.conformance_shard, "--shard")
     except ConformanceUsageError as exc:

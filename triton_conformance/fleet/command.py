@@ -12,9 +12,11 @@ from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.fleet import plan_tasks, run_fleet
 from triton_conformance.model.outcomes import FAILING
 from triton_conformance.options import OPTIONS, help_for, key
-from triton_conformance.plugin.shards import read_durations
 from triton_conformance.reports.html import write_html
 from triton_conformance.reports.results_json import write_results
+
+# plugin.shards is imported in fleet(): it imports the plugin package, and so pytest, which every other
+# command of the CLI (this module builds the fleet's parser) starts without.
 
 __all__ = ["FLEET_SKIP", "add_fleet_parser", "fleet"]
 
@@ -88,6 +90,8 @@ def fleet(args: argparse.Namespace, html_path: str) -> int:
     collect = [a.replace("--", "--conformance-", 1) for a in argv]
     durations = None
     if args.conformance_shard_durations:
+        from triton_conformance.plugin.shards import read_durations
+
         try:
             durations = read_durations(args.conformance_shard_durations, "--shard-durations")
         except ConformanceUsageError as exc:

@@ -13,7 +13,6 @@ from triton_conformance.fleet.tasks import Ledger, run_shard, with_options
 from triton_conformance.model.cells import split_cell_id
 from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda
 from triton_conformance.model.outcomes import CellResult
-from triton_conformance.plugin.shards import parse_shard, plan_shards
 from triton_conformance.reports.combine import MergeConflict, merge_results
 from triton_conformance.reports.results_json import environment, results_document
 
@@ -116,6 +115,9 @@ def crash_document(task: ShardTask, cells: list[tuple[str, str]], like: dict[str
 
 
 def _shard_cells(task: ShardTask, cells: list[tuple[str, str]], durations: dict | None) -> list[tuple[str, str]]:
+    # Here, not at the top: the plugin package loads pytest, and the CLI imports this package for every command.
+    from triton_conformance.plugin.shards import parse_shard, plan_shards
+
     shard = parse_shard(task.shard)
     plan = plan_shards(cells, shard.count, durations)
     return [c for c in cells if plan.get(c[0]) == shard.index]

@@ -1,7 +1,18 @@
 """triton-conformance: a conformance test suite for Triton kernels.
 
+The public API, and only it:
+
+- declaring a subject: :func:`subject` / :func:`register`, the contract's parts
+  (``Tensor``, ``Mask``, ``Dim``, ``Scalar``, ``Tolerance``, ``Backward``,
+  ``Performance``), the stochastic models (``Dropout``, ``StochasticRounding``, and
+  ``StochasticModel`` to write one), and :func:`get_subject`;
+- what a declaration gives: the ``Subject`` and its ``Contract`` (which a cell kind is handed);
+- the errors a declaration or a configuration raises.
+
 Importing this package (and its pytest plugin) imports neither torch nor triton;
-they are loaded when the battery runs.  The declaration API is the model's.
+they are loaded when the battery runs.  The package is a leaf every layer
+imports, so it names nothing of the engine: a new cell kind comes from
+:mod:`triton_conformance.conformance.kinds` (``CellKind``, ``register_kind``).
 """
 
 from triton_conformance import model

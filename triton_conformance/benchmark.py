@@ -74,7 +74,7 @@ def measure_subject(benchmark: Any, subject: Any, *, backend: Any = None, timer:
         raise AssertionError(format_result(result))
     figures = {"subject": subject.name, **result.details}
     benchmark.extra_info.update({k: figures[k] for k in EXTRA_INFO_KEYS if figures.get(k) is not None})
-    benchmark.pedantic(_launch(subject, measured_spec(subject), backend.device), rounds=rounds,
+    benchmark.pedantic(_launch(subject, measured_spec(subject), backend), rounds=rounds,
                        warmup_rounds=1, iterations=1)
     return result
 
@@ -89,18 +89,15 @@ def _cuda_backend() -> Any:
     return current_backend("cuda")
 
 
-def _launch(subject: Any, spec: Any, device: str) -> Any:
+def _launch(subject: Any, spec: Any, backend: Any) -> Any:
     """A no-argument call of the launcher on the measured inputs that waits for the device."""
-    import torch
-
     from triton_conformance.strategies._internal.tensors import build_inputs
 
-    views = build_inputs(subject.contract, spec, device=device).views
+    views = build_inputs(subject.contract, spec, device=backend.device).views
 
     def call() -> Any:
         out = subject.launcher(**views, **spec.scalars)
-        if device != "cpu":
-            torch.cuda.synchronize()  # pytest-benchmark times on the host: wait for the kernel
+        backend.synchronize()  # pytest-benchmark times on the host: wait for the kernel
         return out
 
     return call

@@ -26,7 +26,11 @@ import os
 import subprocess
 import sys
 import time
+from importlib.metadata import entry_points
 
+from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.fleet.command import add_fleet_parser, fleet
+from triton_conformance.model.cells import cell_id, split_cell_id
 from triton_conformance.options import (
     EXIT_FAILED,
     EXIT_OK,
@@ -37,6 +41,13 @@ from triton_conformance.options import (
     add_conformance_options,
     key,
 )
+from triton_conformance.reports.combine import MergeConflict, merge_results
+from triton_conformance.reports.diff import diff_documents
+from triton_conformance.reports.formats import load_format_modules, report_format, write_report
+from triton_conformance.reports.html import write_html
+from triton_conformance.reports.results_json import check_cells, read_results, write_results
+from triton_conformance.reports.terminal import document_lines
+from triton_conformance.workers.gpus import slots_per_gpu, visible_gpus, workers_per_gpu
 
 __all__ = ["main"]
 
@@ -122,7 +133,6 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("old", help="the baseline results JSON")
     diff.add_argument("new", help="the results JSON to judge")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON instead of text")
-    from triton_conformance.fleet.command import add_fleet_parser
 
     add_fleet_parser(sub)
     merge = sub.add_parser(
@@ -152,8 +162,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read(command: str, path: str) -> dict:
     """The document at ``path``; raises SystemExit(EXIT_USAGE) with the reason if it cannot be used."""
-    from triton_conformance.reports.results_json import check_cells, read_results
-
     try:
         return check_cells(read_results(path), path)
     except (OSError, ValueError) as exc:
@@ -178,8 +186,6 @@ class _ResultsPath:
 
 
 def _plugin_installed() -> bool:
-    from importlib.metadata import entry_points
-
     return any(ep.value == "triton_conformance.plugin" for ep in entry_points(group="pytest11"))
 
 
@@ -201,15 +207,13 @@ def _pytest_argv(args: argparse.Namespace, *, xdist: bool) -> list[str]:
 
 def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
     """Run pytest, then write the HTML report beside the results JSON it wrote."""
-    import pytest
+    import pytest  # only run and nightly need it (and the plugin package): show, report and diff start without
 
     started = time.time()
     where = _ResultsPath()
     code = pytest.main(argv, plugins=[where])
     # Failing cells are the report, not an error of the run; known bugs are xfail.
     if where.path and os.path.exists(where.path) and os.path.getmtime(where.path) >= started - 1:
-        from triton_conformance.reports.html import write_html
-
         page = write_html(html_path_for(where.path), _read(command, where.path), baseline=baseline)
         print(f"report: {page}")
     return int(code)
@@ -217,8 +221,7 @@ def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:
 
 def _check_shard(command: str, args: argparse.Namespace) -> None:
     """A bad --shard is a one-line usage error here, before pytest starts (SystemExit(EXIT_USAGE))."""
-    from triton_conformance.errors import ConformanceUsageError
-    from triton_conformance.plugin.shards import parse_shard
+    from triton_conformance.plugin.shards import parse_shard  # the plugin package loads pytest
 
     try:
         parse_shard(args.conformance_shard, "--shard")
@@ -235,9 +238,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _nightly(args: argparse.Namespace) -> int:
     """``--workers-per-gpu`` xdist workers per GPU, each claiming a slot (see triton_conformance.workers.gpus)."""
-    from triton_conformance.workers.gpus import slots_per_gpu, visible_gpus
-    from triton_conformance.errors import ConformanceUsageError
-
     _check_shard("nightly", args)
     baseline = _read("nightly", args.baseline) if args.baseline else None
     if args.conformance_isolation == "none":
@@ -278,8 +278,6 @@ def _nightly(args: argparse.Namespace) -> int:
 def nightly_per_gpu(text: str | None, cpus: int | None, gpus: int) -> int | None:
     """The workers per GPU that ``--workers-per-gpu`` asks for: ``auto`` (or none) by
     :func:`~triton_conformance.workers.gpus.workers_per_gpu`, else the number; None if it is neither."""
-    from triton_conformance.workers.gpus import workers_per_gpu
-
     text = "auto" if text is None else str(text).strip()
     if text == "auto":
         return workers_per_gpu(cpus, gpus)
@@ -298,8 +296,6 @@ def share_cores(workers: int, environ: dict | None = None) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.terminal import document_lines
-
     doc = _read("show", args.results)
     env = doc["environment"]
     print(f"{env.get('device_name')} | triton {env.get('triton')} | torch {env.get('torch')} | "
@@ -310,9 +306,6 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.combine import MergeConflict, merge_results
-    from triton_conformance.reports.results_json import write_results
-
     named = [(path, _read("merge", path)) for path in args.files]
     try:
         doc = merge_results(named, allow_mixed=args.allow_mixed)
@@ -335,15 +328,11 @@ def _merge(args: argparse.Namespace) -> int:
           f"device{'s' if len(devices) > 1 else ''} ({', '.join(map(str, devices))})"
           + (f"; {found} device divergence{'s' if found != 1 else ''}" if len(devices) > 1 else ""))
     if args.html:
-        from triton_conformance.reports.html import write_html
-
         print(f"report: {write_html(html_path_for(args.output), doc)}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.formats import load_format_modules, report_format, write_report
-
     try:
         load_format_modules(args.format_module)
         fmt = report_format(args.format)
@@ -363,8 +352,6 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from triton_conformance.reports.diff import diff_documents
-
     diff = diff_documents(_read("diff", args.old), _read("diff", args.new))
     if args.json:
         print(json.dumps(diff.to_dict(), indent=1, default=str))
@@ -375,23 +362,21 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _find_cell(doc: dict, path: str, wanted: str) -> dict:
     """The result of ``wanted`` (``subject[cell]``) in ``doc``; SystemExit(EXIT_USAGE) naming it otherwise."""
-    names = {f"{r['subject']}[{r['cell']}]": r for r in doc["results"]}
+    names = {cell_id(r["subject"], r["cell"]): r for r in doc["results"]}
     if wanted in names:
         return names[wanted]
     close = difflib.get_close_matches(wanted, list(names), n=3)
     hint = f"; closest: {', '.join(close)}" if close else ""
-    subject, _, _ = wanted.partition("[")
-    if not wanted.endswith("]") or "[" not in wanted:
+    named = split_cell_id(wanted)
+    if named is None:
         hint = f"; expected subject[cell], as the matrix names it{hint}"
-    elif not any(r["subject"] == subject for r in doc["results"]):
-        hint = f"; the file has no subject {subject!r}{hint}"
+    elif not any(r["subject"] == named[0] for r in doc["results"]):
+        hint = f"; the file has no subject {named[0]!r}{hint}"
     print(f"triton-conformance replay: cell={wanted!r} is not in {path!r}{hint}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
 
 def _fleet(args: argparse.Namespace) -> int:
-    from triton_conformance.fleet.command import fleet
-
     return fleet(args, html_path_for(args.output))
 
 

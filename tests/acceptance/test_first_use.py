@@ -170,6 +170,20 @@ def test_a_misspelled_keyword_names_the_subject_module_and_closest_field(pyteste
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
+def test_an_autotuned_field_that_is_no_autotuner_is_a_usage_error_naming_the_subject(
+        pytester: pytest.Pytester) -> None:
+    source = toy("doubled").replace('family="toy"', 'family="toy", autotuned=plain_kernel')
+    source = source.replace("import torch\n", "import torch\nimport triton\n\n\n@triton.jit\n"
+                            "def plain_kernel(x_ptr):\n    pass\n\n")
+    pytester.makepyfile(untuned_subjects=source)
+    pytester.makeini("[pytest]\nconformance_modules = untuned_subjects\n")
+    result = pytester.runpytest_subprocess("--conformance-only")
+    result.stderr.fnmatch_lines(["ERROR: Contract: autotuned=plain_kernel (a *Function), expected @triton.autotune "
+                                 "kernels*(subject 'doubled' in module 'untuned_subjects')"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
 def test_a_declaration_error_names_the_subject_and_the_module(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(bad_dims=toy("doubled").replace('Tensor(("N",)', 'Tensor(("K",)'))
     pytester.makeini("[pytest]\nconformance_modules = bad_dims\n")
@@ -322,8 +336,8 @@ def test_results_of_another_kind_are_not_merged_into(pytester: pytest.Pytester, 
     assert [r["subject"] for r in _results(pytester)["results"]] == ["first"]
 
 
-def test_merge_documents_keeps_old_cells_and_records_runs() -> None:
-    from triton_conformance.plugin.merge import merge_documents
+def test_update_results_keeps_old_cells_and_records_runs() -> None:
+    from triton_conformance.reports.combine import update_results
 
     def doc(created, cells, runs=None):
         out = {"schema": "triton-conformance/results", "version": 1, "created": created,
@@ -333,15 +347,15 @@ def test_merge_documents_keeps_old_cells_and_records_runs() -> None:
 
     old = doc("t1", [("a", "x", "honoured"), ("a", "y", "wrong"), ("b", "x", "honoured")])
     new = doc("t1", [("a", "y", "honoured")])  # in the same second: the run id is still its own
-    merged = merge_documents(new, old)
+    merged = update_results(old, new)
     assert [(r["subject"], r["cell"], r["outcome"], r["run"]) for r in merged["results"]] == [
         ("a", "x", "honoured", "t1"), ("a", "y", "honoured", "t1#2"), ("b", "x", "honoured", "t1")]
     assert [(r["id"], r["cells"]) for r in merged["runs"]] == [("t1", 2), ("t1#2", 1)]
     assert merged["summary"]["honoured"] == 3 and merged["summary"]["wrong"] == 0
     # A run that no longer owns a cell drops out of the list.
-    again = merge_documents(doc("t3", [("a", "y", "wrong")]), merged)
+    again = update_results(merged, doc("t3", [("a", "y", "wrong")]))
     assert [r["id"] for r in again["runs"]] == ["t1", "t3"]
-    assert merge_documents(new, None)["runs"][0]["cells"] == 1
+    assert update_results(None, new)["runs"][0]["cells"] == 1
 
 
 # -- 8. the user's own tests are never conformance cells --------------------------

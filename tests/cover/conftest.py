@@ -2,7 +2,7 @@
 
 import pytest
 
-from triton_conformance import registry
+from triton_conformance.model.subject import registry
 
 
 @pytest.fixture(autouse=True)

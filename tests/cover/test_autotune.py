@@ -11,7 +11,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from triton_conformance import Dim, Tensor, subject  # noqa: E402
+from triton_conformance import Dim, InvalidContract, Tensor, register, subject  # noqa: E402
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
 from triton_conformance.conformance.kinds import cells_for, kind_of  # noqa: E402
 from triton_conformance.conformance.replay import replay  # noqa: E402
@@ -84,10 +84,24 @@ def cover_autotune_helper(x):
 KERNELS = {"double": double_one_block}
 
 
-@subject(**VEC, family="cover_autotune_declared")
-@autotuned(double_one_block)
+@subject(**VEC, family="cover_autotune_declared", autotuned=double_one_block)
 def cover_autotune_declared(x):
     return _one_block(KERNELS["double"], x)  # looked up at run time: not in the code, so declared
+
+
+# As libraries bind a kernel once at definition: a default argument, not a global the code names.
+@subject(**VEC, family="cover_autotune_default_argument")
+def cover_autotune_default_argument(x, _kernel=double_one_block):
+    return _one_block(_kernel, x)
+
+
+def _launch_keyword_default(x, *, kernel=double_one_block):
+    return _one_block(kernel, x)
+
+
+@subject(**VEC, family="cover_autotune_keyword_default")
+def cover_autotune_keyword_default(x):
+    return _launch_keyword_default(x)
 
 
 # %% A library's layers, as fla-core stacks them: a public function under functools.wraps decorators
@@ -208,7 +222,8 @@ def _cells(s):
 
 def test_each_declared_config_and_the_side_effects_are_cells_of_autotuned_subjects_only():
     expected = [f"autotune:config{i}" for i in range(4)] + ["autotune:benchmark", "autotune:order", "autotune:key"]
-    for s in (cover_autotune_direct, cover_autotune_helper, cover_autotune_declared):
+    for s in (cover_autotune_direct, cover_autotune_helper, cover_autotune_declared,
+              cover_autotune_default_argument, cover_autotune_keyword_default):
         assert _cells(s) == expected, s.name
         assert tuners_for(s) == (double_one_block,)
     for c in expected:
@@ -235,7 +250,26 @@ def test_reveal_finds_kernels_in_closures_modules_and_classes_and_autotuned_chec
 
     assert reveal(Module()) == (sum_reset,)
     assert reveal(lambda x: x * 2) == ()
-    with pytest.raises(InvalidArgument, match="autotune"):
+
+
+def test_a_declared_autotuned_field_is_read_first_and_checked_by_the_engine():
+    # KERNELS hides the kernel from reveal(): only the declaration names it.
+    assert reveal(cover_autotune_declared.target) == ()
+    assert cover_autotune_declared.contract.autotuned == (double_one_block,)
+    both = register(lambda x: _one_block(KERNELS["double"], x), name="cover_autotune_declared_two", **VEC,
+                    autotuned=[double_one_config, double_one_block])
+    assert tuners_for(both) == (double_one_config, double_one_block)  # as declared, not as revealed
+    not_tuned = register(lambda x: x * 2, name="cover_autotune_declared_jit", **VEC, autotuned=(_double_block,))
+    with pytest.raises(InvalidContract, match=r"autotuned=_double_block \(a \w+Function\), expected @triton.autotune"):
+        tuners_for(not_tuned.contract)
+
+
+def test_the_deprecated_autotuned_decorator_still_declares_its_kernels():
+    with pytest.warns(DeprecationWarning, match=r"@subject\(\.\.\., autotuned=\(kernel,\)\)"):
+        mark = autotuned(double_one_block)
+    launcher = mark(lambda x: _one_block(KERNELS["double"], x))
+    assert reveal(launcher) == (double_one_block,)
+    with pytest.raises(InvalidArgument, match="autotune"), pytest.warns(DeprecationWarning):
         autotuned(_double_block)
 
 

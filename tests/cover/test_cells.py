@@ -188,3 +188,26 @@ def test_a_layout_with_contiguous_strides_is_not_out_of_contract(dims, layout, k
     numbered = torch.arange(64)
     assert torch.equal(numbered.as_strided(shape, strides, offset), numbered.as_strided(shape, contiguous, 0))
     assert expectation(PLAIN, spec(dims=dims, layouts={"x": layout})).kind == kind
+
+
+# -- cell ids ----------------------------------------------------------------
+
+def test_every_cell_id_splits_back_into_its_subject_and_cell():
+    from triton_conformance.model.cells import cell_id, split_cell_id
+
+    for contract in (PLAIN, HALF_AND_SINGLE, MASKED, STOCHASTIC):
+        for cell in cells_for(contract):
+            assert split_cell_id(cell_id("zoo_softmax_v1", cell)) == ("zoo_softmax_v1", cell)
+    assert cell_id("add", "layout:transposed") == "add[layout:transposed]"
+    for name in ("add", "add[layout", "[memory]", "tests/test_x.py::test_y"):
+        assert split_cell_id(name) is None, name
+
+
+def test_the_layout_cells_are_named_after_the_one_layout_vocabulary():
+    from triton_conformance.model.spec import LAYOUT_CLASSES, LAYOUTS
+
+    assert LAYOUT_CLASSES == tuple(k for k, _ in LAYOUTS) and all(text for _, text in LAYOUTS)
+    dimensions = {d.name: d for d in catalogue().dimensions}
+    assert [c.value for c in dimensions["layout"].classes] == [*LAYOUT_CLASSES, "mixed"]
+    grad_layouts = [c.value[len("layout:"):] for c in dimensions["grad"].classes if c.value.startswith("layout:")]
+    assert grad_layouts and grad_layouts == [k for k in LAYOUT_CLASSES if k in grad_layouts]  # in the same order

@@ -473,10 +473,30 @@ def flipping():
     return flips
 
 
+def drifts_from_the_third_call():
+    """A launcher whose bits change from the third call in a row on the same inputs (as one that switches
+    to another reduction order once a shape is hot): only a third call on an example's inputs shows it."""
+    state = {"last": None, "in_a_row": 0}
+
+    def third_call_drifts(x):
+        key = (tuple(x.shape), tuple(x.flatten().tolist()))
+        state["in_a_row"] = state["in_a_row"] + 1 if key == state["last"] else 1
+        state["last"] = key
+        out = x * 2
+        return out + (state["in_a_row"] >= 3) * torch.finfo(out.dtype).eps * out.abs()  # BUG: the third call on
+
+    return third_call_drifts
+
+
 def test_the_determinism_cell_catches_nondeterminism():
     # was a bug: reported as unsafe/poisoned-read
     result = cell(declare(drifting()), "determinism")
     assert (result.outcome, result.finding) == ("wrong", "nondeterministic")
+    # The determinism cell's own third call: every other cell calls an example twice, and passes this one.
+    late = declare(drifts_from_the_third_call())
+    assert cell(late, "layout:contiguous").outcome == "honoured"
+    result = cell(late, "determinism")
+    assert (result.outcome, result.finding) == ("wrong", "nondeterministic"), (result.outcome, result.message)
 
 
 def test_nondeterminism_is_told_apart_from_a_poisoned_read_in_every_cell():

@@ -1,13 +1,14 @@
 """The contract model (conformance/contract.py) and subjects (conformance/subject.py)."""
 
 import dataclasses
+import inspect
 
 import pytest
 
 import triton_conformance as tc
 from triton_conformance import Contract, Dim, InvalidContract, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.model.contract import FLOAT_DTYPES
-from triton_conformance.model.subject import Subject
+from triton_conformance.model.subject import Subject, registry
 
 
 def oracle_x(x):
@@ -250,6 +251,49 @@ def test_register_refuses_non_callables():
         tc.register(3, name="cover_contract_three", **_DECL)
 
 
+def test_register_and_subject_read_a_string_of_values_as_one_class():
+    declared = tc.register(launcher_a, name="cover_contract_values_huge", values="huge", **_DECL)
+    assert declared.contract.values == ("huge",)
+
+    @tc.subject(name="cover_contract_values_nan", values="nan", **_DECL)
+    def decorated(x):
+        return x
+
+    assert decorated.contract.values == ("nan",)
+
+
+def test_register_names_a_misspelled_field_as_subject_does():
+    with pytest.raises(InvalidContract, match=r"register: tolerence= is not a field of a declaration "
+                       r"\(subject 'cover_contract_typo' .*did you mean tolerance=\?"):
+        tc.register(launcher_a, name="cover_contract_typo", tolerence=None, **_DECL)
+
+
+def test_every_contract_field_is_a_keyword_of_register_and_documented():
+    from triton_conformance.model.subject import FIELDS
+
+    parameters = inspect.signature(tc.register).parameters
+    for f in dataclasses.fields(Contract):
+        assert f.name in FIELDS and f.name in parameters, f.name
+    for name in FIELDS:
+        assert f"- ``{name}``:" in tc.register.__doc__, f"register's docstring does not explain {name}="
+    declared = tc.register(launcher_a, name="cover_contract_every_field", strict=True, inplace="x",
+                           autotuned=launcher_b, **_DECL)
+    assert (declared.contract.strict, declared.contract.inplace, declared.contract.autotuned) == (
+        True, ("x",), (launcher_b,))
+
+
+@pytest.mark.parametrize("autotuned, expected", [(None, ()), ((), ()), (launcher_b, (launcher_b,)),
+                                                 ([launcher_a, launcher_b], (launcher_a, launcher_b))],
+                         ids=["none", "empty", "one", "list"])
+def test_contract_autotuned_holds_the_declared_objects_as_a_tuple(autotuned, expected):
+    assert contract(autotuned=autotuned).autotuned == expected
+
+
+def test_contract_autotuned_refuses_a_name_in_place_of_the_kernel():
+    with pytest.raises(InvalidContract, match=r"autotuned='softmax_kernel', expected @triton.autotune kernels"):
+        contract(autotuned="softmax_kernel")
+
+
 def test_get_subject_names_what_is_declared():
     with pytest.raises(KeyError, match="no subject named 'cover_contract_nobody'"):
         tc.get_subject("cover_contract_nobody")
@@ -258,11 +302,11 @@ def test_get_subject_names_what_is_declared():
 def test_registry_iterates_sorted_by_family_then_name():
     tc.register(launcher_a, name="cover_contract_zz", family="cover_contract_fam_a", **_DECL)
     tc.register(launcher_a, name="cover_contract_aa", family="cover_contract_fam_b", **_DECL)
-    ours = [s.name for s in tc.registry if s.name in ("cover_contract_zz", "cover_contract_aa")]
+    ours = [s.name for s in registry if s.name in ("cover_contract_zz", "cover_contract_aa")]
     assert ours == ["cover_contract_zz", "cover_contract_aa"]
-    keys = [(s.family, s.name) for s in tc.registry]
+    keys = [(s.family, s.name) for s in registry]
     assert keys == sorted(keys)
-    assert len(tc.registry) == len(keys)
+    assert len(registry) == len(keys)
 
 
 def test_load_modules_reports_unimportable_modules():

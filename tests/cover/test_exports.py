@@ -69,16 +69,20 @@ def test_every_module_all_names_exist(name):
         assert hasattr(module, attr), f"{name}.__all__ names {attr!r}, which it does not define"
 
 
-def test_the_top_level_package_re_exports_the_contract_model():
+def test_the_top_level_package_exports_the_declaration_api_only():
     from triton_conformance import errors, model
 
-    for attr in model.__all__:
+    declaration = {"subject", "register", "get_subject", "Subject", "Contract", "Tensor", "Mask", "Dim", "Scalar",
+                   "Tolerance", "Backward", "Performance", "Dropout", "StochasticRounding", "StochasticModel"}
+    assert set(triton_conformance.__all__) == declaration | set(errors.__all__) | {"__version__"}
+    for attr in declaration:
         assert getattr(triton_conformance, attr) is getattr(model, attr)
     for attr in errors.__all__:
         assert getattr(triton_conformance, attr) is getattr(errors, attr)
+    for internal in ("registry", "Events", "model"):
+        assert internal not in triton_conformance.__all__
     # the installed distribution's version (pyproject.toml), not just any string
     assert triton_conformance.__version__ == importlib.metadata.version("triton-conformance")
-    assert "__version__" in triton_conformance.__all__
 
 
 def test_unknown_lazy_attributes_raise_attribute_error():

@@ -57,41 +57,63 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_the_import_graph_has_no_cycle() -> None:
-    edges = _graph()
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """An import cycle of ``edges`` (its modules, the first repeated at the end), or None."""
     state: dict[str, int] = {}
     path: list[str] = []
 
-    def visit(node: str) -> None:
+    def visit(node: str) -> list[str] | None:
         state[node] = 1
         path.append(node)
-        for dep in sorted(edges[node]):
+        for dep in sorted(edges.get(node, ())):
             if state.get(dep) == 1:
-                cycle = path[path.index(dep):] + [dep]
-                pytest.fail("import cycle: " + " -> ".join(cycle))
-            if dep not in state:
-                visit(dep)
+                return path[path.index(dep):] + [dep]
+            if dep not in state and (found := visit(dep)):
+                return found
         path.pop()
         state[node] = 2
+        return None
 
     for module in sorted(edges):
-        if module not in state:
-            visit(module)
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def _upward(module: str, deps: set[str]) -> list[str]:
+    """The modules of ``deps`` in a layer above ``module``'s."""
+    return sorted(d for d in deps if _layer(d) not in ALLOWED[_layer(module)] | SHARED)
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) in ALLOWED))
 def test_no_layer_imports_one_above_it(module: str) -> None:
-    layer = _layer(module)
-    upward = sorted(d for d in _graph()[module] if _layer(d) not in ALLOWED[layer] | SHARED)
-    assert not upward, f"{module} ({layer}) imports {upward}"
+    upward = _upward(module, _graph()[module])
+    assert not upward, f"{module} ({_layer(module)}) imports {upward}"
 
 
 def test_the_checks_find_a_cycle_and_an_upward_import(tmp_path: pathlib.Path) -> None:
     # The parser sees function-level imports too (the kind that hid the old 8-module loop).
-    source = tmp_path / "m.py"
-    source.write_text("def f():\n    from triton_conformance.reports.html import render_html\n")
-    assert "triton_conformance.reports.html" in _imports(source)
-    assert _layer("triton_conformance.reports.html") not in ALLOWED["model"]
+    sources = {"triton_conformance.model.a": "def f():\n    from triton_conformance.model.b import g\n",
+               "triton_conformance.model.b": "from triton_conformance.model import c\n",
+               "triton_conformance.model.c": "def h():\n    import triton_conformance.model.a\n",
+               "triton_conformance.model.d": "from triton_conformance.model.c import h\n"}
+    edges = {}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        edges[name] = {m for m in _imports(tmp_path / f"{name}.py") if m in sources and m != name}
+    assert _cycle(edges) == ["triton_conformance.model.a", "triton_conformance.model.b",
+                             "triton_conformance.model.c", "triton_conformance.model.a"]
+    edges["triton_conformance.model.c"].clear()  # the loop broken: d -> c is no cycle
+    assert _cycle(edges) is None
+    upward = tmp_path / "m.py"
+    upward.write_text("def f():\n    from triton_conformance.reports.html import render_html\n")
+    assert "triton_conformance.reports.html" in _upward("triton_conformance.model.m", _imports(upward))
+    assert _upward("triton_conformance.plugin.m", _imports(upward)) == []
 
 
 def test_no_module_is_much_over_400_lines() -> None:

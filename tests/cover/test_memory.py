@@ -1,5 +1,6 @@
 """Guarded, poisoned output allocations (conformance/memory.py)."""
 
+import math
 import struct
 
 import pytest
@@ -143,14 +144,25 @@ def test_unwritten_elements_on_views_and_empty_tensors():
     assert unwritten_elements(out[:0]).shape == (0, 4)
 
 
-@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.bool, torch.float16, torch.float32],
-                         ids=["int8", "uint8", "bool", "float16", "float32"])
+POISONED_DTYPES = [torch.int8, torch.uint8, torch.bool, torch.int16, torch.int32, torch.int64, torch.float16,
+                   torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", POISONED_DTYPES, ids=[str(d).removeprefix("torch.") for d in POISONED_DTYPES])
 def test_the_two_poisons_differ_in_every_byte(dtype):
     # A one-byte result can equal one poison; it cannot equal both, and an element
     # only counts as unwritten when it kept the poison in both calls of an example.
+    # Every byte differs, so whatever part of an unwritten element a kernel reads
+    # (its sign and exponent byte too) differs between the two calls.
     zero, one = poison_bytes(dtype, 0), poison_bytes(dtype, 1)
     assert len(zero) == len(one) == dtype.itemsize
-    assert zero != one
+    same = [i for i in range(dtype.itemsize) if zero[i] == one[i]]
+    assert not same, f"poisons {zero.hex()} and {one.hex()} share byte(s) {same}"
+    if dtype.is_floating_point:  # both NaNs that arithmetic never makes: signalling (quiet bit clear)
+        quiet_bit = round(-math.log2(torch.finfo(dtype).eps)) - 1  # the top bit of the mantissa
+        for pattern in (zero, one):
+            assert bool(torch.isnan(torch.frombuffer(bytearray(pattern), dtype=dtype))), pattern.hex()
+            assert not int.from_bytes(pattern, "little") >> quiet_bit & 1, pattern.hex()
     for variant, pattern in ((0, zero), (1, one)):
         with guarded_allocations(variant=variant):
             out = torch.empty((4,), dtype=dtype)

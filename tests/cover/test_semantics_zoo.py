@@ -25,7 +25,7 @@ import torch
 import triton_conformance as tc
 from tests.zoo import correct_twin
 from tests.zoo import zoo_semantics as zoo  # registers the kernels below
-from triton_conformance import registry
+from triton_conformance.model.subject import registry
 from triton_conformance.conformance.backend import current_backend
 from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.expectation import EXAMPLE_HONOURED

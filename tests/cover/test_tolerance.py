@@ -105,10 +105,16 @@ def test_compare_accepts(actual, expected):
 
 
 def test_the_limit_itself_passes_and_just_past_fails():
-    ref = f64(1000.0)
-    limit = BOUND.atol + BOUND.rtol * 1000.0
-    assert compare(ref + limit, ref, BOUND) is None
-    assert compare(ref + limit * (1 + 1e-9), ref, BOUND).kind == "mismatch"
+    # Powers of two: the limit, the reference and the error are all exact in float64, so the
+    # error equals the limit itself (decimal figures round it below, and then '>=' passed too).
+    exact = Bound(rtol=2.0 ** -10, atol=2.0 ** -20)
+    ref = f64(1024.0, -1024.0)
+    limit = exact.atol + exact.rtol * 1024.0  # 1 + 2^-20
+    at_limit = ref + torch.sign(ref) * limit
+    assert ((at_limit - ref).abs() == limit).all()  # no rounding anywhere
+    assert compare(at_limit, ref, exact) is None
+    just_past = ref + torch.sign(ref) * (limit + 2.0 ** -30)
+    assert compare(just_past, ref, exact).mismatched == 2
 
 
 def test_low_precision_actuals_are_compared_in_float64():

@@ -19,7 +19,7 @@ def kernels():
     """Import kernels_under_test (registers its subjects) and return the subject registry."""
     import importlib
 
-    from triton_conformance import registry
+    from triton_conformance.model.subject import registry
 
     for name in ("vector_add", "softmax", "gemv", "attention", "flash_attention", "layer_norm", "matmul", "dropout",
                  "stochastic_rounding"):

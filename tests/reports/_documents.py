@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 ENV = {"device": "interpreter", "device_name": "cpu (Triton interpreter)", "triton": "3.9.0", "torch": "2.13.0",
@@ -32,9 +33,18 @@ def result(subject: str, cell: str, outcome: str, *, family: str = "fam", **extr
     return r
 
 
+@functools.lru_cache(maxsize=1)
+def live_catalogue() -> list:
+    """The catalogue a run writes into its document: the engine's cell kinds' (reports read only this one)."""
+    from triton_conformance.conformance.kinds import catalogue
+
+    return catalogue().to_dict()
+
+
 def document(results: list[dict[str, Any]], **env: Any) -> dict[str, Any]:
     summary: dict[str, int] = {}
     for r in results:
         summary[r["outcome"]] = summary.get(r["outcome"], 0) + 1
     return {"schema": "triton-conformance/results", "version": 1, "created": "2026-11-30T12:00:00+00:00",
-            "environment": {**ENV, **env}, "summary": summary, "results": results}
+            "environment": {**ENV, **env}, "summary": summary, "cells": copy.deepcopy(live_catalogue()),
+            "results": results}

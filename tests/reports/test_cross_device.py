@@ -198,3 +198,17 @@ def test_a_file_of_another_schema_version_is_refused_naming_it(tmp_path, capsys)
     assert capsys.readouterr().err.strip() == f"triton-conformance merge: results file {paths[1]!r}: version=2, expected 1"
     with pytest.raises(MergeConflict, match=r"version differs: 1 in a.json; 2 in b.json"):
         merge_results([("a.json", _interpreter()), ("b.json", newer)])
+
+
+def test_merged_files_keep_each_runs_description_and_every_files_catalogue() -> None:
+    from triton_conformance.model.cells import Catalogue, CellClass, Dimension
+
+    (a, b) = _shards()
+    extra = Dimension("toy", "a kind only the second file's engine had", (CellClass("", "TOY TEXT"),))
+    b[1]["cells"] = Catalogue(Catalogue.from_dict(b[1]["cells"]).dimensions + (extra,)).to_dict()
+    doc = merge_results([a, b])
+    assert [(r["id"], r["file"], r["profile"], r["commit"], r["cells"]) for r in doc["runs"]] == [
+        ("2026-11-30T12:00:00+00:00", "shard1.json", "ci", "abc1234", 2),
+        ("2026-11-30T12:00:00+00:00#2", "shard2.json", "ci", "abc1234", 3)]
+    assert Catalogue.from_dict(doc["cells"]).describe("toy") == "TOY TEXT"
+    assert Catalogue.from_dict(doc["cells"]).sorted(["toy", "layout:contiguous"]) == ["layout:contiguous", "toy"]

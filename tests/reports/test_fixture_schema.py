@@ -21,7 +21,6 @@ import pytest
 from tests.reports._page import parse
 from triton_conformance.model.outcomes import CellResult, Counterexample, TensorView
 from triton_conformance.model.spec import Spec, strides_for
-from triton_conformance.reports.catalogue import DEFAULT
 from triton_conformance.reports.html import render_html
 from triton_conformance.reports.results_json import environment, results_document
 
@@ -42,11 +41,9 @@ def _runner_counterexample():
 
 def _as_the_session_writes(doc: dict) -> dict:
     """A fresh document through the same steps the session takes before writing results.json."""
-    try:
-        from triton_conformance.plugin.merge import merge_documents
-    except ImportError:
-        return doc
-    return merge_documents(doc, None)
+    from triton_conformance.reports.combine import update_results
+
+    return update_results(None, doc)
 
 
 def _fresh_document() -> dict:
@@ -57,7 +54,9 @@ def _fresh_document() -> dict:
     result = CellResult(subject="k", family="f", cell="layout:padded", outcome="wrong", finding="mismatch",
                         counterexample=cx, reproducer="replay(...)")
     env = environment(device="interpreter", profile="ci", seed=None)
-    return _as_the_session_writes(results_document([result], env, DEFAULT))
+    from triton_conformance.conformance.kinds import catalogue
+
+    return _as_the_session_writes(results_document([result], env, catalogue()))
 
 
 def test_the_fixture_has_the_keys_a_fresh_document_has(fixture_doc):

@@ -3,7 +3,10 @@
 The interpreter must be switched on before any ``@triton.jit`` kernel is
 defined, so :func:`select_device` runs before subjects are imported; it is
 the one place ``auto`` is resolved.  :class:`Backend` answers every question
-the engine asks of where it runs, so no other module compares device names.
+the engine asks of where it runs, so no other module compares device names:
+a name from elsewhere (a reproducer's ``device="cuda:0"``, a results file) goes
+through :func:`triton_conformance.model.config.parse_device`, which the layers
+below the engine share.
 """
 
 from __future__ import annotations
@@ -13,10 +16,9 @@ import os
 from dataclasses import dataclass
 
 from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.model.config import AUTO, CUDA, DEVICE_CHOICES, DEVICES, INTERPRETER, on_cuda, parse_device
 
 __all__ = ["DEVICE_CHOICES", "Backend", "select_device", "current_backend", "probe_interpreter_bf16"]
-
-DEVICE_CHOICES = ("interpreter", "cuda", "auto")
 
 BF16_UNTESTABLE = (
     "not testable here: this Triton interpreter computes bf16 on raw bit patterns "
@@ -29,9 +31,9 @@ def select_device(device: str, *, where: str = "--conformance-device") -> str:
     """Resolve ``auto`` and set the environment for it; returns 'interpreter' or 'cuda'."""
     if device not in DEVICE_CHOICES:
         raise ConformanceUsageError(f"{where}={device!r}, expected one of {DEVICE_CHOICES}")
-    if device == "auto":
-        device = "interpreter" if os.environ.get("TRITON_INTERPRET") == "1" or not _has_gpu() else "cuda"
-    if device == "interpreter":
+    if device == AUTO:
+        device = INTERPRETER if os.environ.get("TRITON_INTERPRET") == "1" or not _has_gpu() else CUDA
+    if device == INTERPRETER:
         os.environ["TRITON_INTERPRET"] = "1"
     elif os.environ.get("TRITON_INTERPRET") == "1":
         raise ConformanceUsageError(f"{where}='cuda' but TRITON_INTERPRET=1 is set; unset it to run on the GPU")
@@ -60,15 +62,20 @@ class Backend:
     untestable_dtypes: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.name not in ("interpreter", "cuda"):
-            raise ConformanceUsageError(f"Backend: name={self.name!r}, expected 'interpreter' or 'cuda'")
+        if self.name not in DEVICES:
+            raise ConformanceUsageError(f"Backend: name={self.name!r}, expected one of {DEVICES}")
         if not self.device:
-            object.__setattr__(self, "device", "cuda" if self.name == "cuda" else "cpu")
+            object.__setattr__(self, "device", "cuda" if self.name == CUDA else "cpu")
+
+    @classmethod
+    def named(cls, device: str) -> "Backend":
+        """The back end for any spelling of a device (``cpu``, ``cuda:1``, ``interpreter``), unprobed."""
+        return cls(name=parse_device(device, where="Backend: device"))
 
     @property
     def compiles(self) -> bool:
         """Whether kernels are compiled here (so specializations cost time and count against a budget)."""
-        return self.name == "cuda"
+        return self.name == CUDA
 
     @property
     def untestable(self) -> dict[str, str]:
@@ -83,7 +90,7 @@ class Backend:
     @property
     def on_device(self) -> bool:
         """Whether tensors live in GPU memory (not the host's)."""
-        return self.device != "cpu"
+        return on_cuda(self.device)
 
     def synchronize(self) -> None:
         """Wait for queued kernels, so their faults and results belong to this call."""
@@ -131,8 +138,9 @@ def probe_interpreter_bf16() -> str | None:
 
 
 def current_backend(device: str) -> Backend:
-    """The :class:`Backend` for a resolved device name, with untestable dtypes probed."""
-    if device == "cuda":
+    """The :class:`Backend` for a resolved device, however spelt (``cuda:0`` and ``cpu`` too, as reproducers
+    and results name them), with untestable dtypes probed."""
+    if Backend.named(device).compiles:
         import torch
 
         if not torch.cuda.is_available():

@@ -33,6 +33,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from triton_conformance.model.config import on_cuda
+
 __all__ = ["CANARIES", "KNOWN_CAUSES", "CanaryFailure", "run_canaries", "versions", "failure_line",
            "environment_failure", "check_in_child", "child_main"]
 
@@ -188,7 +190,7 @@ def versions(device: str) -> dict[str, str]:
     import triton
 
     name = device
-    if device == "cuda" and torch.cuda.is_available():
+    if on_cuda(device) and torch.cuda.is_available():
         name = f"cuda ({torch.cuda.get_device_name()})"
     return {"torch": torch.__version__, "triton": triton.__version__, "numpy": numpy.__version__,
             "python": platform.python_version(), "device": name}
@@ -236,7 +238,7 @@ def check_in_child(device: str, compat: tuple[str, ...] | None = None, timeout: 
 
 def child_main(device: str, compat: str) -> int:
     """The child's work: the compat layer as the run has it (``compat``: JSON), the canaries, their line."""
-    if device == "interpreter":
+    if not on_cuda(device):
         from triton_conformance import compat as layer
 
         layer.install(json.loads(compat))

@@ -18,8 +18,8 @@ from triton_conformance.conformance.backend import current_backend
 from triton_conformance.conformance.kinds import CellContext, judge_for, kind_of, subject_scopes
 from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.conformance.search.policy import SearchPolicy
-from triton_conformance.model.cells import cell_id
 from triton_conformance.errors import StillFails
+from triton_conformance.model.cells import cell_id
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import Spec, strides_for
@@ -51,7 +51,7 @@ def replay(module: str, name: str, cell: str, example: Any = None, *, device: st
     fails.  Returns the Finding, or the word the example passed with (``"honoured"``, ``"rejected"``...)."""
     importlib.import_module(module)
     subject = get_subject(name)
-    backend = current_backend("cuda" if device.startswith("cuda") else "interpreter")
+    backend = current_backend(device)
     kind, value = kind_of(cell)
     context = replay_context(subject, cell, backend)
     if isinstance(example, dict) and "dims" in example:

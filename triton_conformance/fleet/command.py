@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import random
 import sys
 
+from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.fleet import plan_tasks, run_fleet
+from triton_conformance.model.outcomes import FAILING
 from triton_conformance.options import EXIT_USAGE, OPTIONS, help_for, key
+from triton_conformance.reports.html import write_html
+from triton_conformance.reports.results_json import write_results
+
+# plugin.shards is imported in fleet(): it imports the plugin package, and so pytest, which every other
+# command of the CLI (this module builds the fleet's parser) starts without.
 
 __all__ = ["FLEET_SKIP", "add_fleet_parser", "fleet"]
 
@@ -55,17 +65,10 @@ def add_fleet_parser(sub) -> argparse.ArgumentParser:  # noqa: ANN001
 
 def fleet(args: argparse.Namespace, html_path: str) -> int:
     """The ``fleet`` command; ``html_path``: where the report goes."""
-    import random
-
-    from triton_conformance.errors import ConformanceUsageError
-
-    import importlib.util
-
     if importlib.util.find_spec("ray") is None:
         print("triton-conformance fleet: Ray is not installed: pip install 'triton-conformance[fleet]'",
               file=sys.stderr)
         return EXIT_USAGE
-    from triton_conformance.fleet import plan_tasks, run_fleet
 
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     if not devices or len(set(devices)) < len(devices) or any(c in d for d in devices for c in "/ "):
@@ -111,8 +114,6 @@ def fleet(args: argparse.Namespace, html_path: str) -> int:
         print(f"triton-conformance fleet: the shards cannot be merged: {out.error}; each is in {workdir}",
               file=sys.stderr)
         return EXIT_USAGE
-    from triton_conformance.reports.html import write_html
-    from triton_conformance.reports.results_json import write_results
 
     out.document["fleet"] = {"tasks": [t.key for t in tasks], "attempts": out.attempts, "lost": out.lost}
     write_results(args.output, out.document)
@@ -122,7 +123,6 @@ def fleet(args: argparse.Namespace, html_path: str) -> int:
     print(f"{args.output}: {len(out.document['results'])} cells; {len(out.lost)} shard(s) lost"
           + (f"; {found} device divergence(s)" if "devices" in out.document else ""))
     print(f"report: {write_html(html_path, out.document)}")
-    from triton_conformance.model.outcomes import FAILING
 
     # As run: 1 when a cell fails (known bugs aside) or a shard was lost, 0 otherwise.
     failing = any(r["outcome"] in FAILING and not r.get("expected_failure") for r in out.document["results"])

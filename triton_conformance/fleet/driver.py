@@ -9,7 +9,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_conformance.fleet.tasks import Ledger, run_shard, with_options
+from triton_conformance.model.cells import split_cell_id
+from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.reports.combine import MergeConflict, merge_results
+from triton_conformance.reports.results_json import environment, results_document
 
 __all__ = ["ShardTask", "FleetResult", "plan_tasks", "resources_for", "collect_cells", "crash_document",
            "run_fleet", "RETRIES"]
@@ -57,14 +62,14 @@ def resources_for(label: str, *, simulate: bool, mode: str = "accelerator") -> t
       resource: a cluster without GPUs pretending to have them (tests).
     """
     if simulate or mode == "custom":
-        device = "interpreter" if simulate or label == "interpreter" else "cuda"
+        device = INTERPRETER if simulate or label == INTERPRETER else CUDA
         options: dict[str, Any] = {"num_cpus": 1, "resources": {f"device:{label}": 1}}
-        if device == "cuda":
+        if on_cuda(device):
             options["num_gpus"] = 1
         return device, options
-    if label == "interpreter":
-        return "interpreter", {"num_cpus": 1}
-    return "cuda", {"num_cpus": 1, "num_gpus": 1, "accelerator_type": label}
+    if label == INTERPRETER:  # a label names a GPU model, or the interpreter
+        return INTERPRETER, {"num_cpus": 1}
+    return CUDA, {"num_cpus": 1, "num_gpus": 1, "accelerator_type": label}
 
 
 def plan_tasks(devices: list[str], shards: int, *, simulate: bool = False,
@@ -84,17 +89,15 @@ def collect_cells(argv: list[str], cwd: str | None) -> list[tuple[str, str]]:
     out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
     cells = []
     for line in out.stdout.splitlines():
-        if line.startswith("::") and line.endswith("]"):
-            subject, _, cell = line[2:-1].partition("[")
-            cells.append((subject, cell))
+        named = split_cell_id(line[2:]) if line.startswith("::") else None
+        if named:
+            cells.append(named)
     return cells
 
 
 def crash_document(task: ShardTask, cells: list[tuple[str, str]], like: dict[str, Any] | None,
                    attempts: list[dict[str, str]], error: str) -> dict[str, Any]:
     """A results document of crash cells for a shard lost on every attempt, naming the nodes it ran on."""
-    from triton_conformance.reports.results_json import environment, results_document
-
     if like is not None:
         env = {k: v for k, v in (like.get("environment") or {}).items()}
     else:
@@ -112,6 +115,7 @@ def crash_document(task: ShardTask, cells: list[tuple[str, str]], like: dict[str
 
 
 def _shard_cells(task: ShardTask, cells: list[tuple[str, str]], durations: dict | None) -> list[tuple[str, str]]:
+    # Here, not at the top: the plugin package loads pytest, and the CLI imports this package for every command.
     from triton_conformance.plugin.shards import parse_shard, plan_shards
 
     shard = parse_shard(task.shard)
@@ -131,10 +135,7 @@ def run_fleet(tasks: list[ShardTask], *, argv: list[str], workdir: str, cwd: str
     (found by collecting with ``collect_argv``, split with ``durations`` as the
     shards split them), carrying the nodes of its attempts.
     """
-    import ray
-
-    from triton_conformance.fleet.tasks import Ledger, run_shard, with_options
-    from triton_conformance.reports.combine import MergeConflict, merge_results
+    import ray  # an optional dependency (the fleet extra): imported only when a fleet runs
 
     os.makedirs(workdir, exist_ok=True)
     cwd = os.path.abspath(cwd or os.getcwd())

@@ -28,7 +28,7 @@ class ShardFailed(RuntimeError):
 
 def _node() -> dict[str, str]:
     try:
-        import ray
+        import ray  # an optional dependency (the fleet extra), present wherever a shard runs as a Ray task
 
         node_id = ray.get_runtime_context().get_node_id()
     except Exception:  # noqa: BLE001 - outside Ray (a unit test): no node id

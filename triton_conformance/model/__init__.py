@@ -14,15 +14,17 @@ Every layer above imports this one; it imports none of them.
 
 from triton_conformance.model.contract import Backward, Contract, Dim, Mask, Scalar, Tensor, Tolerance
 from triton_conformance.model.performance import Performance
-from triton_conformance.model.stochastic import Dropout, Events, StochasticModel, StochasticRounding
-from triton_conformance.model.subject import Subject, get_subject, register, registry, subject
+from triton_conformance.model.stochastic import Dropout, StochasticModel, StochasticRounding
+from triton_conformance.model.subject import Subject, get_subject, register, subject
+
+# The declaration API, which the package root re-exports: the registry, the events of a
+# stochastic model and the rest stay in their modules.
 
 __all__ = [
     "Backward",
     "Contract",
     "Dim",
     "Dropout",
-    "Events",
     "Mask",
     "Performance",
     "Scalar",
@@ -33,6 +35,5 @@ __all__ = [
     "Tolerance",
     "get_subject",
     "register",
-    "registry",
     "subject",
 ]

@@ -13,12 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["CellClass", "Dimension", "Catalogue", "cell_id", "split_cell"]
+__all__ = ["CellClass", "Dimension", "Catalogue", "split_cell", "cell_id", "split_cell_id"]
 
 
 def cell_id(subject: str, cell: str) -> str:
-    """How a cell is named everywhere (matrix, messages, ``--conformance-cell``): ``"add[layout:transposed]"``."""
+    """``"add[layout:transposed]"``: a subject's cell as node ids, the terminal, the reports and
+    ``--conformance-cell`` name it."""
     return f"{subject}[{cell}]"
+
+
+def split_cell_id(name: str) -> tuple[str, str] | None:
+    """``"add[layout:transposed]"`` -> ``("add", "layout:transposed")``; None for a name that is no cell id."""
+    subject, bracket, cell = name.partition("[")
+    if not subject or not bracket or not cell.endswith("]"):
+        return None
+    return subject, cell[:-1]
 
 
 def split_cell(cell: str) -> tuple[str, str]:

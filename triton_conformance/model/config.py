@@ -14,10 +14,35 @@ from typing import Any
 from triton_conformance.errors import ConformanceUsageError
 
 __all__ = ["Profile", "PROFILES", "RunConfig", "run_config", "profile_named", "parse_budget", "parse_compat", "DEVICES",
-           "ISOLATIONS"]
+           "DEVICE_CHOICES", "INTERPRETER", "CUDA", "AUTO", "parse_device", "on_cuda", "ISOLATIONS"]
 
-DEVICES = ("interpreter", "cuda")
+INTERPRETER, CUDA, AUTO = "interpreter", "cuda", "auto"
+DEVICES = (INTERPRETER, CUDA)  # where a run's kernels run
+DEVICE_CHOICES = DEVICES + (AUTO,)  # what --conformance-device takes (conformance/backend.select_device resolves auto)
 ISOLATIONS = ("process", "none")
+
+
+def parse_device(name: Any, *, where: str = "device") -> str:
+    """What a device name means: ``'interpreter'``, ``'cuda'`` or ``'auto'`` (not yet resolved).
+
+    The one parser of device names, for every layer (no torch here).  It reads a run's device
+    (``interpreter``, ``cuda``, ``auto``) and a torch device as reproducers and tensors name it
+    (``cpu``, ``cuda:1``, ``torch.device("cuda", 0)``: the interpreter's tensors live on the CPU);
+    anything else raises :class:`ConformanceUsageError` naming ``where``.
+    """
+    text = str(getattr(name, "type", name))  # a torch.device names its type
+    base = text.partition(":")[0]
+    if base in (INTERPRETER, "cpu"):
+        return INTERPRETER
+    if base == CUDA or text == AUTO:
+        return base
+    raise ConformanceUsageError(f"{where}={name!r}, expected one of {DEVICE_CHOICES} or a torch device "
+                                "('cpu', 'cuda:0')")
+
+
+def on_cuda(name: Any) -> bool:
+    """Whether ``name`` (any spelling :func:`parse_device` reads) is a CUDA device; ``auto`` is not, yet."""
+    return parse_device(name) == CUDA
 
 
 @dataclass(frozen=True)
@@ -112,7 +137,7 @@ class RunConfig:
     memory_cap: float | None = 0.25
 
     def __post_init__(self) -> None:
-        if self.device not in DEVICES:
+        if self.device not in DEVICES:  # resolved: no auto, no torch spelling
             raise ConformanceUsageError(f"RunConfig: device={self.device!r}, expected one of {DEVICES}")
         if self.isolation not in ISOLATIONS:
             raise ConformanceUsageError(f"RunConfig: isolation={self.isolation!r}, expected one of {ISOLATIONS}")
@@ -126,7 +151,7 @@ class RunConfig:
     @property
     def compiles(self) -> bool:
         """Whether kernels compile here (and so are counted against the budget)."""
-        return self.device == "cuda"
+        return on_cuda(self.device)
 
 
 def parse_compat(value: Any) -> tuple[str, ...] | None:

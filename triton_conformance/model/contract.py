@@ -32,6 +32,7 @@ from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
     Scalar,
     Tolerance,
 )
+from triton_conformance.model.stochastic import StochasticModel
 
 __all__ = [
     "FLOAT_DTYPES",
@@ -106,8 +107,8 @@ class Contract:
 
     inputs: Mapping[str, Tensor | Mask]
     dims: Mapping[str, Dim]
-    oracle: Callable[..., Any]
-    scalars: Mapping[str, Scalar] = field(default_factory=dict)
+    oracle: Callable[..., Any] | None = None  # None only beside a model: a stochastic subject needs no oracle
+    scalars: Mapping[str, Scalar] | None = field(default_factory=dict)
     deterministic: bool = True
     reduces: str | None = None
     tolerance: Tolerance | None = None
@@ -134,6 +135,10 @@ class Contract:
     # The subject's backward (a Backward; True, or the names that get gradients, as shorthand): its
     # gradients are judged against float64 autograd of the oracle (the ``grad`` cells).  None: no backward.
     backward: Any = None
+    # The @triton.autotune kernels the launcher runs, where its code does not show them (a kernel
+    # picked from a table at run time, a launcher in a compiled extension).  Held as given: the
+    # engine checks that each is an autotuner (conformance/autotune.py::tuners_for).
+    autotuned: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -150,6 +155,7 @@ class Contract:
         for sym, d in self.dims.items():
             if not isinstance(d, Dim):
                 raise _fail(owner, f"dims[{sym!r}]", d, "Dim(min, max)")
+        object.__setattr__(self, "dims", dict(self.dims))
         for name, spec in self.inputs.items():
             for sym in spec.shape:
                 if sym not in self.dims:
@@ -163,6 +169,11 @@ class Contract:
         unused = sorted(set(self.dims) - used)
         if unused:
             raise _fail(owner, "dims", unused, "every declared dim to appear in some input's shape")
+        if self.scalars is None:
+            object.__setattr__(self, "scalars", {})
+        if not isinstance(self.scalars, Mapping):
+            raise _fail(owner, "scalars", self.scalars, "a mapping of name -> Scalar(low, high)")
+        object.__setattr__(self, "scalars", dict(self.scalars))
         for name, s in self.scalars.items():
             if not isinstance(s, Scalar):
                 raise _fail(owner, f"scalars[{name!r}]", s, "Scalar(low, high)")
@@ -191,6 +202,12 @@ class Contract:
             raise _fail(owner, "inputs", list(self.inputs), "at most one Mask input")
         self._check_inplace()
         self._check_backward()
+        self._check_autotuned()
+        if self.oracle is None:
+            if self.model is None:
+                raise _fail(owner, "oracle", None, "a torch function evaluated on float64 inputs (or model= "
+                            "for a stochastic subject)")
+            object.__setattr__(self, "oracle", _no_oracle)
         self._check_callable("oracle", self.oracle)
         if self.model is not None:
             self._check_model()
@@ -205,6 +222,17 @@ class Contract:
         if len(set(inplace)) != len(inplace):
             raise _fail("Contract", "inplace", inplace, "each input named once")
         object.__setattr__(self, "inplace", inplace)
+
+    def _check_autotuned(self) -> None:
+        kernels = self.autotuned
+        if kernels is None:
+            kernels = ()
+        elif not isinstance(kernels, (tuple, list)):
+            kernels = (kernels,)
+        for k in kernels:
+            if k is None or isinstance(k, (str, bytes, int, float, Mapping)):
+                raise _fail("Contract", "autotuned", k, "@triton.autotune kernels (the decorated objects)")
+        object.__setattr__(self, "autotuned", tuple(kernels))
 
     def _check_backward(self) -> None:
         b = self.backward
@@ -321,8 +349,6 @@ class Contract:
         return any(getattr(s, "value_range", None) is not None for s in self.inputs.values())
 
     def _check_model(self) -> None:
-        from triton_conformance.model.stochastic import StochasticModel
-
         if not isinstance(self.model, StochasticModel):
             raise _fail("Contract", "model", self.model, "a StochasticModel such as Dropout(p='p', seed='seed')")
         for name in self.model.scalar_names():
@@ -355,6 +381,11 @@ class Contract:
                 if d in FLOAT_DTYPES and d not in seen:
                     seen.append(d)
         return tuple(seen)
+
+
+def _no_oracle(**_: Any) -> None:
+    """The oracle of a subject judged by its stochastic model alone."""
+    return None
 
 
 def check_accepts(owner: str, fn: Callable[..., Any], names: list[str]) -> None:

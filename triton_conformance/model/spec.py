@@ -12,9 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LAYOUT_CLASSES", "GUARD_ELEMENTS", "Layout", "Spec", "strides_for", "layout_applies"]
+__all__ = ["LAYOUTS", "LAYOUT_CLASSES", "GUARD_ELEMENTS", "Layout", "Spec", "strides_for", "layout_applies"]
 
-LAYOUT_CLASSES = ("contiguous", "transposed", "sliced", "padded", "offset", "broadcast", "size1")
+# The layout classes, in matrix order, each with what a tensor of that class is: the one vocabulary
+# of layouts, which the strategies draw, the cell kinds name their cells after and the report explains.
+# Which ranks a class applies to: layout_applies.
+LAYOUTS = (
+    ("contiguous", "row-major from the start of its storage"),
+    ("transposed", "dims permuted (a .t() or .permute() view)"),
+    ("sliced", "stepped through with gaps between elements (x[:, ::2])"),
+    ("padded", "rows padded with extra elements after each innermost row"),
+    ("offset", "a storage offset of 1 to 64 elements (misaligned starts included)"),
+    ("broadcast", "stride-0 dims, as from expand() (or the gradient of .sum())"),
+    ("size1", "size-1 dims carrying odd strides (legal: any stride works there)"),
+)
+LAYOUT_CLASSES = tuple(name for name, _ in LAYOUTS)
 # Elements of sentinel after every input, so a read past the end changes the answer.
 GUARD_ELEMENTS = 256
 

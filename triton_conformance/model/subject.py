@@ -13,24 +13,16 @@ import inspect
 import os
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Iterable, Mapping
 
 from triton_conformance.errors import InvalidContract
-from triton_conformance.model.contract import (
-    Contract,
-    Dim,
-    Mask,
-    Scalar,
-    Tensor,
-    Tolerance,
-    check_accepts,
-)
+from triton_conformance.model.contract import Contract, check_accepts
 from triton_conformance.model.launchers import function_launcher, is_module_instance, launcher_form, module_launcher
 from triton_conformance.model.performance import check_performance
 
 __all__ = ["Subject", "subject", "register", "registry", "get_subject", "load_modules", "ImportFailure",
-           "ENTRY_POINT_GROUP"]
+           "ENTRY_POINT_GROUP", "FIELDS"]
 
 ENTRY_POINT_GROUP = "triton_conformance.subjects"
 
@@ -93,50 +85,14 @@ def get_subject(name: str) -> Subject:
     return registry.get(name)
 
 
-def _as_contract(
-    launcher: Callable[..., Any],
-    *,
-    inputs: Mapping[str, Tensor | Mask],
-    dims: Mapping[str, Dim],
-    oracle: Callable[..., Any] | None,
-    scalars: Mapping[str, Scalar] | None,
-    deterministic: bool,
-    reduces: str | None,
-    tolerance: Tolerance | None,
-    values: Iterable[str],
-    accumulate: str,
-    max_elements: int | None,
-    model: Any,
-    error_scale: Callable[..., Any] | None,
-    performance: Any = None,
-    dot_precision: str | None = None,
-    strict: bool = False,
-    inplace: Iterable[str] = (),
-    backward: Any = None,
-) -> Contract:
-    if oracle is None and model is None:
-        raise InvalidContract("subject: oracle=None, expected a torch function evaluated on float64 inputs")
-    contract = Contract(
-        inputs=dict(inputs),
-        dims=dict(dims),
-        oracle=oracle if oracle is not None else (lambda **kw: None),
-        scalars=dict(scalars or {}),
-        deterministic=deterministic,
-        reduces=reduces,
-        tolerance=tolerance,
-        values=tuple(values),
-        accumulate=accumulate,
-        max_elements=max_elements,
-        model=model,
-        error_scale=error_scale,
-        performance=performance,
-        dot_precision=dot_precision,
-        strict=strict,
-        inplace=(inplace,) if isinstance(inplace, str) else tuple(inplace),
-        backward=backward,
-    )
-    check_performance(contract)
-    return contract
+# The fields of a declaration, in order: the contract's own (model/contract.py), then the subject's.
+# register() and @subject take exactly these; a new Contract field is a new keyword of both.
+CONTRACT_FIELDS = tuple(f.name for f in fields(Contract))
+SUBJECT_FIELDS = ("name", "family", "xfail", "module", "parameters")
+FIELDS = CONTRACT_FIELDS + SUBJECT_FIELDS
+REQUIRED = tuple(f.name for f in fields(Contract) if f.default is MISSING and f.default_factory is MISSING)
+_EXPECTED = {"inputs": "a mapping of input names to Tensor(...) or Mask(...)",
+             "dims": "a mapping of dim symbols to Dim(min, max)"}
 
 
 def _launcher_for(launcher: Any, contract: Contract, parameters: Mapping[str, str] | None) -> tuple[Any, str]:
@@ -160,33 +116,10 @@ def _launcher_for(launcher: Any, contract: Contract, parameters: Mapping[str, st
     return launcher, form
 
 
-def register(
-    launcher: Callable[..., Any],
-    *,
-    inputs: Mapping[str, Tensor | Mask],
-    dims: Mapping[str, Dim],
-    oracle: Callable[..., Any] | None = None,
-    name: str | None = None,
-    family: str | None = None,
-    scalars: Mapping[str, Scalar] | None = None,
-    deterministic: bool = True,
-    reduces: str | None = None,
-    tolerance: Tolerance | None = None,
-    values: Iterable[str] = (),
-    accumulate: str = "float32",
-    max_elements: int | None = None,
-    model: Any = None,
-    error_scale: Callable[..., Any] | None = None,
-    performance: Any = None,
-    dot_precision: str | None = None,
-    strict: bool = False,
-    xfail: str | None = None,
-    module: str | None = None,
-    inplace: Iterable[str] = (),
-    parameters: Mapping[str, str] | None = None,
-    backward: Any = None,
-) -> Subject:
+def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
     """Declare ``launcher`` as a subject and return it.
+
+    The contract's fields:
 
     - ``inputs``: name -> ``Tensor(("M", "N"), dtypes=..., layouts=...)`` or ``Mask(...)``;
       the launcher and the oracle take them by keyword.
@@ -195,8 +128,14 @@ def register(
     - ``scalars``: name -> ``Scalar(low, high)``, passed by keyword as Python numbers.
     - ``deterministic``: claim bitwise-identical output for identical input.
     - ``reduces``: the dim symbol summed over, which scales the tolerance.
-    - ``values``: adversarial value classes claimed (huge, inf, nan, denormal, ties).
+    - ``tolerance``: a ``Tolerance(...)`` overriding the derived bound.
+    - ``values``: adversarial value classes claimed (huge, inf, nan, denormal, ties); a string
+      names one class.
+    - ``accumulate``: the dtype the kernel accumulates in (default float32), ``"input"``, or
+      {input dtype: accumulation dtype}.
     - ``max_elements``: a cost cap per input tensor for the drawn examples.
+    - ``model``: a stochastic model (``Dropout(...)``, ``StochasticRounding(...)``) of a random
+      output; the oracle, if any, is then its deterministic part.
     - ``error_scale``: a torch function of the inputs giving, per output element,
       the magnitude rounding errors scale with (``|A| @ |x|`` for a GEMV);
       default: the largest ``|oracle|``.
@@ -207,13 +146,24 @@ def register(
       asks for full fp32 (``input_precision="ieee"``), None if it has no such dot.
     - ``strict``: inputs outside the claims must be refused, with a message; by default
       refusing them and computing them right both pass (wrong numbers never do).
-    - ``xfail``: reason this subject is known to be buggy (its failures are expected).
     - ``inplace``: inputs the launcher writes into (``("out",)``): they may change, and their
       contents after the call are judged as outputs, after the returned ones (less None and
       less a returned in-place input itself); the oracle returns them in that order.
     - ``backward``: the subject has a backward: ``True`` (every float input gets a gradient),
       the names that get gradients (``("x", "weight")``), or ``Backward(...)``; the ``grad``
       cells judge its gradients against float64 autograd of the oracle.
+    - ``autotuned``: the ``@triton.autotune`` kernels the launcher runs (one, or a tuple),
+      needed only where its code does not show them (a kernel picked from a table at run
+      time, a launcher in a compiled extension); by default they are found in its code.
+
+    The subject's own:
+
+    - ``name``: the subject's name in cell ids (default: the launcher's ``__name__``).
+    - ``family``: the row it is grouped under in reports (default: its name).
+    - ``xfail``: reason this subject is known to be buggy (its failures are expected).
+    - ``module``: the importable module that declares it (default: the caller's), which
+      worker processes and reproducers import.
+    - ``parameters``: for an ``nn.Module``, input -> the module's parameter it replaces.
 
     The launcher may also be a ``torch.autograd.Function`` subclass: ``apply`` gets the
     declared inputs and scalars by position, each at its name's place among ``forward``'s
@@ -222,40 +172,20 @@ def register(
     the drawn tensors replace those parameters before each call, and the launcher may
     instead be a factory (or the module class) built per launch from the dims and
     scalars its signature names: ``register(lambda N: RMSNorm(N), parameters=...)``.
+
+    A keyword that is not a field (``oracel=``) raises :class:`InvalidContract` naming the
+    subject, its module and the closest field.
     """
-    if not callable(launcher):
-        raise InvalidContract(f"register: launcher={launcher!r}, expected a callable, an autograd.Function "
-                              f"subclass or an nn.Module (subject {name!r})")
-    name = name or (type(launcher).__name__ if is_module_instance(launcher) else getattr(launcher, "__name__", None))
-    module = module or _caller_module(launcher)
-    if not isinstance(name, str) or not name or any(c in name for c in "[]:/ <>"):
-        raise InvalidContract(f"register: name={name!r}, expected a non-empty name without []:/<> or spaces "
-                              f"(in module {module!r}; a lambda needs name=)")
-    try:
-        contract = _as_contract(
-            launcher, inputs=inputs, dims=dims, oracle=oracle, scalars=scalars,
-            deterministic=deterministic, reduces=reduces, tolerance=tolerance, values=values,
-            accumulate=accumulate, max_elements=max_elements, model=model, error_scale=error_scale,
-            performance=performance, dot_precision=dot_precision, strict=strict, inplace=inplace,
-            backward=backward,
-        )
-        call, form = _launcher_for(launcher, contract, parameters)
-    except InvalidContract as exc:
-        raise _declared(exc, name, module) from None
-    return registry.add(Subject(name=name, family=family or name, launcher=call, contract=contract,
-                                module=module, xfail=xfail, form=form, target=launcher))
+    return _declare("register", launcher, declaration)
 
 
 def subject(*args: Any, **declaration: Any) -> Callable[[Callable[..., Any]], Subject]:
-    """Decorator form of :func:`register`::
+    """Decorator form of :func:`register`, with the same fields::
 
         @subject(inputs={"x": Tensor(("M", "N"), dtypes=("float32",))},
                  dims={"M": Dim(1, 64), "N": Dim(1, 8192)},
                  oracle=lambda x: torch.softmax(x, -1), reduces="N")
         def softmax(x): ...
-
-    A keyword that is not a field of the declaration (``oracel=``) raises
-    :class:`InvalidContract` naming the subject, its module and the closest field.
     """
     if args:
         what = getattr(args[0], "__name__", repr(args[0]))
@@ -263,33 +193,61 @@ def subject(*args: Any, **declaration: Any) -> Callable[[Callable[..., Any]], Su
                               "@subject(inputs=..., dims=..., oracle=...) above the launcher")
 
     def decorate(launcher: Callable[..., Any]) -> Subject:
-        declaration.setdefault("module", getattr(launcher, "__module__", None))
-        _check_keywords(declaration, getattr(launcher, "__name__", repr(launcher)))
-        return register(launcher, **declaration)
+        return _declare("@subject", launcher, {"module": getattr(launcher, "__module__", None), **declaration})
 
     return decorate
 
 
-# The keywords @subject(...) takes: register()'s, less the launcher.
-_FIELDS = tuple(p for p in inspect.signature(register).parameters if p != "launcher")
-_REQUIRED = tuple(p.name for p in inspect.signature(register).parameters.values()
-                  if p.default is inspect.Parameter.empty and p.name != "launcher")
-_EXPECTED = {"inputs": "a mapping of input names to Tensor(...) or Mask(...)",
-             "dims": "a mapping of dim symbols to Dim(min, max)"}
+def _declare(owner: str, launcher: Any, declaration: Mapping[str, Any]) -> Subject:
+    """The one path of :func:`register` and :func:`subject`: check the keywords, build the contract."""
+    if not callable(launcher):
+        raise InvalidContract(f"register: launcher={launcher!r}, expected a callable, an autograd.Function "
+                              f"subclass or an nn.Module (subject {declaration.get('name')!r})")
+    name = declaration.get("name") or (type(launcher).__name__ if is_module_instance(launcher)
+                                       else getattr(launcher, "__name__", None))
+    module = declaration.get("module") or _caller_module(launcher)
+    _check_keywords(owner, declaration, name, module)
+    if not isinstance(name, str) or not name or any(c in name for c in "[]:/ <>"):
+        raise InvalidContract(f"register: name={name!r}, expected a non-empty name without []:/<> or spaces "
+                              f"(in module {module!r}; a lambda needs name=)")
+    try:
+        contract = Contract(**{k: v for k, v in declaration.items() if k in CONTRACT_FIELDS})
+        check_performance(contract)
+        call, form = _launcher_for(launcher, contract, declaration.get("parameters"))
+    except InvalidContract as exc:
+        raise _declared(exc, name, module) from None
+    return registry.add(Subject(name=name, family=declaration.get("family") or name, launcher=call,
+                                contract=contract, module=module, xfail=declaration.get("xfail"), form=form,
+                                target=launcher))
 
 
-def _check_keywords(declaration: Mapping[str, Any], launcher_name: str) -> None:
-    name = declaration.get("name") or launcher_name
-    where = f"subject {name!r} in module {declaration.get('module')!r}"
+def _check_keywords(owner: str, declaration: Mapping[str, Any], name: Any, module: str | None) -> None:
+    where = f"subject {name!r} in module {module!r}"
     for key in declaration:
-        if key not in _FIELDS:
-            close = difflib.get_close_matches(key, _FIELDS, n=1)
+        if key not in FIELDS:
+            close = difflib.get_close_matches(key, FIELDS, n=1)
             hint = f"did you mean {close[0]}=? " if close else ""
-            raise InvalidContract(f"@subject: {key}= is not a field of a declaration ({where}); {hint}"
-                                  f"expected one of {', '.join(_FIELDS)}")
-    for key in _REQUIRED:
+            raise InvalidContract(f"{owner}: {key}= is not a field of a declaration ({where}); {hint}"
+                                  f"expected one of {', '.join(FIELDS)}")
+    for key in REQUIRED:
         if key not in declaration:
-            raise InvalidContract(f"@subject: {key}= is missing ({where}); expected {_EXPECTED[key]}")
+            raise InvalidContract(f"{owner}: {key}= is missing ({where}); expected {_EXPECTED[key]}")
+
+
+def _signature() -> inspect.Signature:
+    """register()'s signature as help() and editors show it, from the one field list."""
+    def default(f: Any) -> Any:
+        return f.default_factory() if f.default_factory is not MISSING else f.default
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("launcher", inspect.Parameter.POSITIONAL_ONLY)]
+    params += [inspect.Parameter(f.name, keyword) if f.name in REQUIRED else
+               inspect.Parameter(f.name, keyword, default=default(f)) for f in fields(Contract)]
+    params += [inspect.Parameter(n, keyword, default=None) for n in SUBJECT_FIELDS]
+    return inspect.Signature(params, return_annotation=Subject)
+
+
+register.__signature__ = _signature()  # type: ignore[attr-defined]
 
 
 def _declared(exc: InvalidContract, name: str, module: str | None) -> InvalidContract:

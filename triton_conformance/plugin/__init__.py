@@ -14,15 +14,18 @@ import sys
 import pytest
 
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
+from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda, parse_compat, run_config
 from triton_conformance.options import HELP_CELL, HELP_ENABLE, HELP_FRESH, add_conformance_options, key, resolve
+from triton_conformance.plugin import hookspecs
+
+# This module loads in every pytest run, conformance or not: the rest of the package is imported inside
+# the hooks that need it, and the engine only after pytest_configure has resolved the device.
 
 _SESSION = pytest.StashKey["object"]()
 _GPUS = pytest.StashKey["list"]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from triton_conformance.plugin import hookspecs
-
     pluginmanager.add_hookspecs(hookspecs)
 
 
@@ -68,10 +71,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     if not _enabled(early_config):
         return
     device, _ = _option(early_config, "device")
-    if device == "interpreter":
+    if device == INTERPRETER:  # the option as given (pytest_configure validates it and resolves auto)
         os.environ["TRITON_INTERPRET"] = "1"
         from triton_conformance import compat
-        from triton_conformance.model.config import parse_compat
 
         try:  # the interpreter compatibility layer, before a conftest imports a kernel
             compat.install(parse_compat(_option(early_config, "compat")[0]))
@@ -88,7 +90,7 @@ def _gpus(config: pytest.Config) -> list[str]:
     requested, where = _option(config, "gpus")
     device, _ = _option(config, "device")
     gpus: list[str] = []
-    if requested or device == "cuda":
+    if requested or device == CUDA:  # the option as given
         try:
             gpus = visible_gpus(requested, where=where)
         except ConformanceUsageError as exc:
@@ -143,7 +145,7 @@ def _pin_worker(config: pytest.Config):  # noqa: ANN202
 
 def _turns(claim, device: str):  # noqa: ANN001, ANN202
     """The GpuTurns a worker's cells take on its GPU: only on cuda, and only when other workers share the GPU."""
-    return claim.turns() if claim is not None and device == "cuda" else None
+    return claim.turns() if claim is not None and on_cuda(device) else None
 
 
 def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN202
@@ -152,7 +154,7 @@ def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN
         return None
     if tool != "memcheck":
         raise pytest.UsageError(f"{where}={tool!r}, expected 'memcheck' or 'off'")
-    if device != "cuda" or isolation != "process":
+    if not on_cuda(device) or isolation != "process":
         raise pytest.UsageError(f"{where}={tool!r} needs --conformance-device=cuda and process isolation "
                                 f"(got device {device!r}, isolation {isolation!r})")
     from triton_conformance.workers.sanitizer import Sanitizer, find_sanitizer
@@ -234,7 +236,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     claim = _pin_worker(config)
     from triton_conformance.conformance.backend import select_device
-    from triton_conformance.model.config import run_config
     from triton_conformance.plugin.session import ConformanceSession
 
     device, where = _option(config, "device")
@@ -247,11 +248,11 @@ def pytest_configure(config: pytest.Config) -> None:
         options = {argument: _option(config, name) for argument, name in _RUN_OPTIONS.items()}
         run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
                          where={k: w for k, (_, w) in options.items()})
-        if device == "interpreter":  # 'auto' resolved here; install() is idempotent
+        if not on_cuda(device):  # 'auto' resolved here; install() is idempotent
             from triton_conformance import compat
 
             compat.install(run.compat)
-        if device == "cuda" and controller:
+        if on_cuda(device) and controller:
             _check_cuda(where)
         if controller:  # HOOK(harness): the environment can run kernels at all, before any cell
             _check_canaries(config, run)

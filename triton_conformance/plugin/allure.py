@@ -29,14 +29,14 @@ from typing import Any
 
 import pytest
 
+from triton_conformance.plugin.items import PROPERTY
 from triton_conformance.reports.allure import categories, cell_status, environment_properties
+from triton_conformance.reports.results_json import environment
 
 __all__ = ["AllureConformance"]
 
 
 def _result_of(item: pytest.Item) -> dict[str, Any] | None:
-    from triton_conformance.plugin.items import PROPERTY
-
     return dict(item.user_properties).get(PROPERTY)
 
 
@@ -120,7 +120,6 @@ class AllureConformance:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.session.is_worker:
             return
-        from triton_conformance.reports.results_json import environment
 
         os.makedirs(self.alluredir, exist_ok=True)
         with open(os.path.join(self.alluredir, "categories.json"), "w", encoding="utf-8") as fh:

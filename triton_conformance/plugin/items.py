@@ -9,20 +9,16 @@ from typing import Any, ContextManager
 
 import pytest
 
+from triton_conformance.model.cells import cell_id
 from triton_conformance.model.outcomes import CellResult, outcome
 from triton_conformance.model.performance import junit_properties
 from triton_conformance.model.subject import Subject
 
 __all__ = ["ConformanceItem", "ImportFailureItem", "CellFailure", "PROPERTY", "IMPORT_CELL", "format_result",
-           "item_name", "import_result", "gpu_turn"]
+           "import_result", "gpu_turn"]
 
 PROPERTY = "conformance_result"
 IMPORT_CELL = "import"  # the one cell of a subject module that failed to import
-
-
-def item_name(subject: str, cell: str) -> str:
-    """The pytest item name of a cell (its node id is ``::`` and this); --conformance-cell takes it as it is."""
-    return f"{subject}[{cell}]"
 
 
 def gpu_turn(turns: Any, cell: str) -> ContextManager[None]:
@@ -31,19 +27,19 @@ def gpu_turn(turns: Any, cell: str) -> ContextManager[None]:
     (one worker per GPU, no xdist, the interpreter)."""
     if turns is None:
         return contextlib.nullcontext()
-    from triton_conformance.conformance.kinds import kind_of
+    from triton_conformance.conformance.kinds import kind_of  # the engine loads triton: after configure
 
     return turns.exclusive() if kind_of(cell)[0].exclusive_gpu else turns.shared()
 
 
 class CellFailure(Exception):
     def __init__(self, result: CellResult):
-        super().__init__(f"{result.subject}[{result.cell}]: {result.outcome}")
+        super().__init__(f"{cell_id(result.subject, result.cell)}: {result.outcome}")
         self.result = result
 
 
 def format_result(result: CellResult) -> str:
-    lines = [f"{result.subject}[{result.cell}]: {result.outcome.upper()} ({result.finding})", result.message]
+    lines = [f"{cell_id(result.subject, result.cell)}: {result.outcome.upper()} ({result.finding})", result.message]
     if result.counterexample:
         lines += ["", "shrunk counterexample:", json.dumps(result.counterexample.to_dict(), indent=None)]
     if result.reproducer:
@@ -86,7 +82,7 @@ class ConformanceItem(pytest.Item):
     def reportinfo(self):
         module = sys.modules.get(self.subject.launcher.__module__)
         path = getattr(module, "__file__", None) or str(self.path)
-        return path, None, f"{self.subject.name}[{self.cell}]"
+        return path, None, cell_id(self.subject.name, self.cell)
 
 
 def import_result(failure: Any) -> CellResult:
@@ -121,4 +117,4 @@ class ImportFailureItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return str(self.path), None, item_name(self.failure.module, IMPORT_CELL)
+        return str(self.path), None, cell_id(self.failure.module, IMPORT_CELL)

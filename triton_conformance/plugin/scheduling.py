@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadGroupScheduling
 
+from triton_conformance.model.cells import split_cell_id
+
 __all__ = ["SubjectGroupScheduling", "subject_of"]
 
 
 def subject_of(nodeid: str) -> str | None:
     """The subject of a conformance cell's node id ``::name[cell]`` (with any ``@group``), else None."""
-    if not nodeid.startswith("::") or "[" not in nodeid:
-        return None
-    return nodeid[2:].partition("[")[0] or None
+    named = split_cell_id(nodeid[2:].partition("@")[0]) if nodeid.startswith("::") else None
+    return named[0] if named else None
 
 
 class SubjectGroupScheduling(LoadGroupScheduling):

@@ -3,27 +3,42 @@
 from __future__ import annotations
 
 import difflib
+import os
 import random
 import shlex
+import shutil
+import subprocess
 import sys
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from triton_conformance import compat
+from triton_conformance.errors import ConformanceUsageError, InvalidContract
+from triton_conformance.model.cells import cell_id
+from triton_conformance.model.config import RunConfig, on_cuda
+from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.subject import load_modules, registry
+from triton_conformance.options import EXIT_HARNESS_ERROR, OPTIONS
 from triton_conformance.plugin.items import (
     IMPORT_CELL,
     PROPERTY,
     ConformanceItem,
     ImportFailureItem,
     import_result,
-    item_name,
 )
+from triton_conformance.plugin.merge import check_mergeable
+from triton_conformance.plugin.shards import plan_shards
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
-from triton_conformance.model.outcomes import CellResult
-from triton_conformance.errors import ConformanceUsageError
-from triton_conformance.model.config import RunConfig
-from triton_conformance.options import EXIT_HARNESS_ERROR
+from triton_conformance.reports.combine import update_results
+from triton_conformance.reports.findings import finding_groups
+from triton_conformance.reports.results_json import environment, results_document, write_results
+from triton_conformance.reports.terminal import matrix_lines, slowest_lines
+from triton_conformance.workers.executor import CellExecutor
+
+# The engine (conformance/) is imported inside the methods that need it: it loads triton, which must
+# come after pytest_configure has resolved the device (TRITON_INTERPRET) and installed the compat layer.
 
 __all__ = ["ConformanceSession"]
 
@@ -32,10 +47,6 @@ RERUN_LINES = 20  # re-run commands printed at most
 
 def _gpu_name() -> str | None:
     """The first visible GPU's name as nvidia-smi gives it, without ``NVIDIA `` (``H200``); None if unknown."""
-    import os
-    import shutil
-    import subprocess
-
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -52,8 +63,6 @@ def _gpu_name() -> str | None:
 def _this_python() -> str:
     """This interpreter, as a command names it: relative to the current directory when inside it
     (``.tox/conformance/bin/python``), else its absolute path."""
-    import os
-
     relative = os.path.relpath(sys.executable)
     return relative if not relative.startswith(os.pardir) else sys.executable
 
@@ -70,8 +79,6 @@ class ConformanceSession:
 
     def __init__(self, config: pytest.Config, *, run: RunConfig, results_path: str, fresh: bool = False,
                  cells: list[str] | None = None):
-        from triton_conformance.workers.executor import CellExecutor
-
         self.config = config
         self.results_path = results_path
         workerinput = getattr(config, "workerinput", None)
@@ -105,10 +112,14 @@ class ConformanceSession:
         if self._cells is None:
             from triton_conformance.conformance.kinds import cells_for
 
-            self._cells = {item_name(f.module, IMPORT_CELL): (f.module, IMPORT_CELL) for f in self.import_failures}
+            self._cells = {cell_id(f.module, IMPORT_CELL): (f.module, IMPORT_CELL) for f in self.import_failures}
             for subject in self.subjects:
-                for cell in cells_for(subject):
-                    self._cells[item_name(subject.name, cell)] = (subject.name, cell)
+                try:
+                    cells = cells_for(subject)
+                except InvalidContract as exc:  # a field only the engine can check (autotuned=)
+                    raise InvalidContract(f"{exc} (subject {subject.name!r} in module {subject.module!r})") from None
+                for cell in cells:
+                    self._cells[cell_id(subject.name, cell)] = (subject.name, cell)
         return self._cells
 
     def check_selection(self) -> None:
@@ -139,8 +150,6 @@ class ConformanceSession:
             if "conformance_shard_plan" in workerinput:
                 self._plan = dict(workerinput["conformance_shard_plan"])
             else:
-                from triton_conformance.plugin.shards import plan_shards
-
                 self._plan = plan_shards(self.cells().values(), self.shard.count, self.durations)
         return self._plan
 
@@ -161,7 +170,7 @@ class ConformanceSession:
         """This run's device as a cross-device matrix names it."""
         if self.device_label:
             return self.device_label
-        if self.run.device != "cuda":
+        if not on_cuda(self.run.device):
             return self.run.device
         return _gpu_name() or "cuda"
 
@@ -173,8 +182,6 @@ class ConformanceSession:
         project's own modules import without a ``pythonpath`` setting.  A module
         that raises while importing becomes a crash cell ``module[import]``.
         """
-        from triton_conformance.model.subject import load_modules, registry
-
         modules: list[str] = []
         for names in self.config.hook.pytest_conformance_modules(config=self.config):
             modules.extend(names or ())
@@ -196,12 +203,12 @@ class ConformanceSession:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         from triton_conformance.conformance.kinds import cells_for
 
-        ours: list = [ImportFailureItem.from_parent(session, name=item_name(f.module, IMPORT_CELL), failure=f)
+        ours: list = [ImportFailureItem.from_parent(session, name=cell_id(f.module, IMPORT_CELL), failure=f)
                       for f in self.import_failures]
         for subject in self.subjects:
             for cell in cells_for(subject):
                 ours.append(ConformanceItem.from_parent(
-                    session, name=item_name(subject.name, cell), subject=subject, cell=cell, owner=self))
+                    session, name=cell_id(subject.name, cell), subject=subject, cell=cell, owner=self))
         kept = [item for item in ours if self._wanted(item.name) and self._in_shard(item.name)]
         if len(kept) < len(ours):
             keep = {id(item) for item in kept}
@@ -272,14 +279,13 @@ class ConformanceSession:
         if self.is_worker:
             return
         from triton_conformance.conformance.kinds import catalogue
-        from triton_conformance.reports.terminal import matrix_lines, slowest_lines
 
         terminalreporter.section("conformance matrix")
         for line in matrix_lines(self.results.values(), catalogue()) + slowest_lines(self.results.values()):
             terminalreporter.write_line(line)
         for failure in self.import_failures:
             terminalreporter.write_line(f"cannot import subject module {failure.module!r}: {failure.error}; "
-                                        f"recorded as the crash cell {item_name(failure.module, IMPORT_CELL)}",
+                                        f"recorded as the crash cell {cell_id(failure.module, IMPORT_CELL)}",
                                         red=True)
         terminalreporter.write_line(f"results: {self.results_path}")
         if self.run.seed is not None:
@@ -304,9 +310,6 @@ class ConformanceSession:
         """A command line for each failing finding of this run (its first cell: :mod:`..reports.findings`),
         which runs that cell alone with the Python that ran this job (``python -m pytest``: a bare ``pytest``
         may be another environment's, without this plugin)."""
-        from triton_conformance.options import OPTIONS
-        from triton_conformance.reports.findings import finding_groups
-
         defaults = {name: default for name, default, *_ in OPTIONS}
         common = [_this_python(), "-m", "pytest", *_plugin_argument(self.config), "--conformance-only"]
         for name, value in (("device", self.run.device), ("profile", self.run.profile.name)):
@@ -320,7 +323,7 @@ class ConformanceSession:
             common.append(f"--conformance-results={self.results_path}")
         # In the order they ran, known bugs last; one line per finding.
         ran = sorted(self.results.values(), key=lambda r: r.expected_failure is not None)
-        return [shlex.join(common + [f"--conformance-cell={item_name(g.first['subject'], g.first['cell'])}"])
+        return [shlex.join(common + [f"--conformance-cell={cell_id(g.first['subject'], g.first['cell'])}"])
                 for g in finding_groups(ran)]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -331,11 +334,6 @@ class ConformanceSession:
                 session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = EXIT_HARNESS_ERROR  # HOOK(harness): our bug has a status of its own
         from triton_conformance.conformance.kinds import catalogue
-        from triton_conformance.reports.results_json import environment, results_document, write_results
-
-        from triton_conformance.plugin.merge import check_mergeable, merge_documents
-
-        from triton_conformance import compat
 
         env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed,
                           compat=compat.installed(), device_label=self.label())
@@ -348,4 +346,4 @@ class ConformanceSession:
             self.results_path += ".new"
             print(f"triton-conformance: {exc}; this run's results went to {self.results_path}", file=sys.stderr)
             previous = None
-        write_results(self.results_path, merge_documents(document, previous))
+        write_results(self.results_path, update_results(previous, document))

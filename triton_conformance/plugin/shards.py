@@ -20,6 +20,7 @@ import statistics
 from typing import Iterable, Mapping
 
 from triton_conformance.errors import ConformanceUsageError
+from triton_conformance.reports.results_json import check_cells, read_results
 
 __all__ = ["Shard", "parse_shard", "read_durations", "plan_shards"]
 
@@ -58,8 +59,6 @@ def parse_shard(text: str | None, where: str = "--conformance-shard") -> Shard |
 
 def read_durations(path: str, where: str = "--conformance-shard-durations") -> dict[tuple[str, str], float]:
     """``(subject, cell) -> duration_s`` from a results file (any device: the split only needs proportions)."""
-    from triton_conformance.reports.results_json import check_cells, read_results
-
     if not os.path.exists(path):
         raise ConformanceUsageError(f"{where}={path!r} does not exist; expected an earlier results JSON")
     try:

@@ -1,4 +1,6 @@
-"""Merging results files: the shards of one run into the whole run, and devices into a cross-device matrix.
+"""Merging results documents, the one place it is done: a partial run over its results file
+(:func:`update_results`, the plugin's), the shards of one run into the whole run, and devices into a
+cross-device matrix (:func:`merge_results`, ``triton-conformance merge`` and the fleet's).
 
 Plain data: it reads results documents and writes one, nothing else.
 
@@ -36,10 +38,12 @@ import datetime as _dt
 from collections import Counter
 from typing import Any, Iterable
 
+from triton_conformance.model.cells import Catalogue, cell_id
+from triton_conformance.model.config import CUDA
 from triton_conformance.model.outcomes import FAILING, OUTCOMES
 
 __all__ = ["MergeConflict", "RUN_FIELDS", "device_of", "devices_of", "cell_device", "is_cross_device",
-           "merge_results", "divergences", "divergence_line"]
+           "merge_results", "update_results", "run_entry", "divergences", "divergence_line"]
 
 # Environment fields every file of one run shares; a difference means they are not one run.
 RUN_FIELDS = ("commit", "profile", "seed", "triton_conformance")
@@ -55,7 +59,7 @@ def device_of(doc: dict[str, Any]) -> str:
     if env.get("device_label"):
         return str(env["device_label"])
     name = env.get("device_name")
-    if env.get("device") == "cuda" and name and name != "cuda":
+    if env.get("device") == CUDA and name and name != CUDA:
         return str(name).removeprefix("NVIDIA ").strip()
     return str(env.get("device") or "unknown")
 
@@ -115,6 +119,112 @@ def _shards_line(device: str, shards: list[str]) -> str | None:
     return f"{device}: shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} missing" if missing else None
 
 
+def run_entry(doc: dict[str, Any], run_id: str | None = None) -> dict[str, Any]:
+    """The ``runs`` entry describing the run that wrote ``doc``."""
+    env = doc.get("environment") or {}
+    return {"id": run_id or doc.get("created"), "created": doc.get("created"), "argv": env.get("argv"),
+            "profile": env.get("profile"), "seed": env.get("seed"), "commit": env.get("commit"),
+            "cells": len(doc.get("results") or ())}
+
+
+def _runs_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    runs = doc.get("runs")
+    if isinstance(runs, list) and runs:
+        return [dict(r) for r in runs if isinstance(r, dict) and r.get("id")]
+    return [run_entry(doc)]  # written before runs were recorded: the whole file is one run
+
+
+def _unique(run_id: str, taken: set[str]) -> str:
+    candidate, n = run_id, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{run_id}#{n}"
+    return candidate
+
+
+class _Cells:
+    """The cells of several documents, keyed by (subject, cell, device), a later file's over an earlier's;
+    the runs that produced them, each id made unique; the devices, in the order first seen."""
+
+    def __init__(self, named: list[tuple[str | None, dict[str, Any]]], *, conflicts: str,
+                 device: str | None = None):
+        """``conflicts``: what a cell with another outcome in a later file does: ``"raise"`` a MergeConflict,
+        ``"note"`` it (the later file wins) or ``"replace"`` silently (a partial run over its file).
+        ``device``: every cell's device label (files of one device), else each file's own."""
+        self.cells: dict[tuple[str, str, str], tuple[str | None, dict[str, Any]]] = {}
+        self.devices: dict[str, dict[str, Any]] = {}
+        self.runs: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        taken: set[str] = set()
+        for path, doc in named:
+            for label, env in ([(device, doc.get("environment") or {})] if device else _device_envs(doc)):
+                entry = self.devices.setdefault(label, {"device": label, "environment": {
+                    k: v for k, v in env.items() if k != "shard"}, "files": [], "shards": []})
+                if path is not None and path not in entry["files"]:
+                    entry["files"].append(path)
+                if env.get("shard") and env["shard"] not in entry["shards"]:
+                    entry["shards"].append(str(env["shard"]))
+            renames = {}
+            for run in _runs_of(doc):
+                renames[str(run["id"])] = unique = _unique(str(run["id"]), taken)
+                taken.add(unique)
+                self.runs.append(dict(run, id=unique) if path is None else dict(run, id=unique, file=path))
+            default_run = next(iter(renames.values()))
+            for r in doc.get("results") or ():
+                label = device or cell_device(r, doc)
+                key = (r["subject"], r["cell"], label)
+                r = dict(r, device=label, run=renames.get(str(r.get("run")), default_run))
+                if key in self.cells and self.cells[key][1]["outcome"] != r["outcome"] and conflicts != "replace":
+                    other, was = self.cells[key]
+                    line = (f"{cell_id(r['subject'], r['cell'])} on {label} is {was['outcome']} in {other} and "
+                            f"{r['outcome']} in {path}")
+                    if conflicts == "raise":
+                        raise MergeConflict(f"conflicting results: {line}; expected each cell once per device "
+                                            "(pass --allow-mixed to let the later file win)")
+                    self.notes.append(line + f"; kept {path}'s")
+                self.cells[key] = (path, r)
+
+    def results(self) -> list[dict[str, Any]]:
+        """The cells in report order; without their ``device`` field when there is one device."""
+        order = {label: i for i, label in enumerate(self.devices)}
+        results = sorted((r for _, r in self.cells.values()),
+                         key=lambda r: (r.get("family") or "", r["subject"], r["cell"], order[r["device"]]))
+        if len(self.devices) == 1:
+            for r in results:
+                del r["device"]
+        return results
+
+    def owning_runs(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The runs that still own a cell of ``results``, oldest first, each with its count of cells."""
+        owners = Counter(r["run"] for r in results)
+        return [dict(r, cells=owners[r["id"]]) for r in self.runs if owners[r["id"]]]
+
+
+def _summary(results: list[dict[str, Any]]) -> dict[str, int]:
+    counts = Counter(r["outcome"] for r in results)
+    return {k: counts.get(k, 0) for k in OUTCOMES}
+
+
+def update_results(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """The results file ``old`` with the cells of this run's document ``new`` over it.
+
+    A partial run (``-k``, ``--maxfail``, ``--conformance-cell``, a subset of the subjects)
+    replaces only the cells it ran: cells are keyed by (subject, cell), and the new run's
+    wins.  The result keeps ``new``'s environment, catalogue and every other key, recomputes
+    the summary, and records for every cell the run that produced it (``"run"``) and the runs
+    that still own a cell (``"runs"``: id, created, argv, profile, seed, commit, cells).
+    ``old`` must be of this run's device (the plugin's ``check_mergeable`` refuses others).
+    """
+    named = ([(None, old)] if old else []) + [(None, new)]
+    merged = _Cells(named, conflicts="replace", device=device_of(new))
+    results = merged.results()
+    doc = {k: v for k, v in new.items() if k not in ("summary", "results", "runs")}
+    doc["summary"] = _summary(results)
+    doc["runs"] = merged.owning_runs(results)
+    doc["results"] = results
+    return doc
+
+
 def merge_results(named: Iterable[tuple[str, dict[str, Any]]], *, allow_mixed: bool = False,
                   created: str | None = None) -> dict[str, Any]:
     """One document from ``(path, document)`` pairs: one run's shards, or a cross-device matrix.
@@ -130,63 +240,18 @@ def merge_results(named: Iterable[tuple[str, dict[str, Any]]], *, allow_mixed: b
     if notes and not allow_mixed:
         raise MergeConflict("the files are not parts of one run: " + "; ".join(notes)
                             + " (pass --allow-mixed to merge them anyway)")
-    cells: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
-    devices: dict[str, dict[str, Any]] = {}
-    runs: list[dict[str, Any]] = []
-    taken: set[str] = set()
-    catalogue = None
-    for path, doc in named:
-        if catalogue is None and doc.get("cells"):
-            catalogue = doc["cells"]
-        for label, env in _device_envs(doc):
-            entry = devices.setdefault(label, {"device": label, "environment": {k: v for k, v in env.items()
-                                                                              if k != "shard"},
-                                               "files": [], "shards": []})
-            if path not in entry["files"]:
-                entry["files"].append(path)
-            if env.get("shard") and env["shard"] not in entry["shards"]:
-                entry["shards"].append(str(env["shard"]))
-        renames = {}
-        for run in doc.get("runs") or [{"id": doc.get("created"), "created": doc.get("created")}]:
-            rid = str(run.get("id"))
-            unique, n = rid, 1
-            while unique in taken:
-                n += 1
-                unique = f"{rid}#{n}"
-            taken.add(unique)
-            renames[rid] = unique
-            runs.append(dict(run, id=unique, file=path))
-        default_run = next(iter(renames.values()))
-        for r in doc.get("results") or ():
-            label = cell_device(r, doc)
-            key = (r["subject"], r["cell"], label)
-            r = dict(r, device=label, run=renames.get(str(r.get("run")), default_run))
-            if key in cells and cells[key][1]["outcome"] != r["outcome"]:
-                other, was = cells[key]
-                line = (f"{r['subject']}[{r['cell']}] on {label} is {was['outcome']} in {other} and "
-                        f"{r['outcome']} in {path}")
-                if not allow_mixed:
-                    raise MergeConflict(f"conflicting results: {line}; expected each cell once per device "
-                                        "(pass --allow-mixed to let the later file win)")
-                notes.append(line + f"; kept {path}'s")
-            cells[key] = (path, r)
-    order = {label: i for i, label in enumerate(devices)}
-    results = sorted((r for _, r in cells.values()),
-                     key=lambda r: (r.get("family") or "", r["subject"], r["cell"], order[r["device"]]))
-    counts = Counter(r["outcome"] for r in results)
+    merged = _Cells(named, conflicts="note" if allow_mixed else "raise")
+    devices = merged.devices
+    results = merged.results()
     for entry in devices.values():
-        entry["cells"] = sum(1 for r in results if r["device"] == entry["device"])
+        entry["cells"] = sum(1 for r in results if r.get("device", entry["device"]) == entry["device"])
     missing = [line for line in (_shards_line(d, e["shards"]) for d, e in devices.items()) if line]
     first = named[0][1]
     doc: dict[str, Any] = {"schema": first.get("schema"), "version": first.get("version"),
                            "created": created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    owners = Counter(r["run"] for r in results)
-    runs = [dict(r, cells=owners[r["id"]]) for r in runs if owners[r["id"]]]
     if len(devices) == 1:  # one run: an ordinary document, as if it had run whole
         (entry,) = devices.values()
         doc["environment"] = dict(entry["environment"])
-        for r in results:
-            del r["device"]
     else:
         envs = [e["environment"] for e in devices.values()]
         shared = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
@@ -194,11 +259,12 @@ def merge_results(named: Iterable[tuple[str, dict[str, Any]]], *, allow_mixed: b
         shared["device_name"] = ", ".join(devices)
         doc["environment"] = shared
         doc["devices"] = list(devices.values())
-    doc["summary"] = {k: counts.get(k, 0) for k in OUTCOMES}
-    if catalogue is not None:
-        doc["cells"] = catalogue
-    doc["runs"] = runs
-    doc["merged"] = {"files": [p for p, _ in named], "mixed": notes, "missing_shards": missing}
+    doc["summary"] = _summary(results)
+    catalogues = [Catalogue.from_dict(d.get("cells")) for _, d in named if d.get("cells")]
+    if catalogues:  # every file's cells explained: their catalogues joined, in the order first seen
+        doc["cells"] = Catalogue.of(dim for c in catalogues for dim in c.dimensions).to_dict()
+    doc["runs"] = merged.owning_runs(results)
+    doc["merged"] = {"files": [p for p, _ in named], "mixed": notes + merged.notes, "missing_shards": missing}
     doc["results"] = results
     if len(devices) > 1:
         doc["divergences"] = divergences(doc)
@@ -245,4 +311,4 @@ def divergence_line(d: dict[str, Any]) -> str:
              for dev, o in d["outcomes"].items()]
     dims = f" at dims={d['dims']}" if d.get("dims") else ""
     what = "verdicts differ" if d["kind"] == "verdict" else "outcomes differ"
-    return f"{d['subject']}[{d['cell']}]: {', '.join(parts)}{dims} ({what})"
+    return f"{cell_id(d['subject'], d['cell'])}: {', '.join(parts)}{dims} ({what})"

@@ -18,6 +18,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from triton_conformance.errors import InvalidArgument
+from triton_conformance.model.cells import cell_id
+from triton_conformance.reports.combine import cell_device, divergence_line, divergences, is_cross_device
 from triton_conformance.reports.explain import CHECKED_PASSING, KERNEL_FAULTS
 
 __all__ = ["CellChange", "ResultsDiff", "diff_documents", "performance_note", "GOOD", "BAD", "PERF_THRESHOLD"]
@@ -46,7 +49,7 @@ class CellChange:
         known = "  [known bug]" if self.expected_failure else ""
         note = f" ({self.note})" if self.note else ""
         where = f" on {self.device}" if self.device else ""
-        return f"{self.subject}[{self.cell}]{where}: {arrow}{extra}{note}{known}"
+        return f"{cell_id(self.subject, self.cell)}{where}: {arrow}{extra}{note}{known}"
 
 
 @dataclass
@@ -104,8 +107,6 @@ class ResultsDiff:
             if names:
                 lines += ["", f"{title}:"] + [f"  {n}" for n in names]
         if self.divergences:
-            from triton_conformance.reports.combine import divergence_line
-
             lines += ["", "device divergences (verdicts that differ between the devices):"] + [
                 f"  {divergence_line(d)}" for d in self.divergences]
         return lines
@@ -121,8 +122,6 @@ def _describe(doc: dict[str, Any]) -> str:
 
 def _cells(doc: dict[str, Any], by_device: bool) -> dict[tuple[str, str, str | None], dict[str, Any]]:
     """(subject, cell, device) -> result; the device is None unless one side is a cross-device matrix."""
-    from triton_conformance.reports.combine import cell_device
-
     return {(r["subject"], r["cell"], cell_device(r, doc) if by_device else None): r for r in doc.get("results", ())}
 
 
@@ -152,10 +151,7 @@ def diff_documents(old: dict[str, Any], new: dict[str, Any], *,
     peak that counts as a regression (0.10: a tenth of what it was).
     """
     if not (isinstance(perf_threshold, (int, float)) and 0 <= perf_threshold < 1):
-        from triton_conformance.errors import InvalidArgument
-
         raise InvalidArgument(f"diff_documents: perf_threshold={perf_threshold!r}, expected a number in [0, 1)")
-    from triton_conformance.reports.combine import divergences, is_cross_device
 
     by_device = is_cross_device(old) or is_cross_device(new)
     before, after = _cells(old, by_device), _cells(new, by_device)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import FAILING, OUTCOME_TABLE, OUTCOMES
 from triton_conformance.model.performance import figures_line
 from triton_conformance.reports._html_assets import CSS, JS
-from triton_conformance.reports.catalogue import catalogue_of
 from triton_conformance.reports.combine import divergences, is_cross_device
 from triton_conformance.reports.diff import ResultsDiff, diff_documents
 from triton_conformance.reports.formats import ReportFormat, register_format, write_report
@@ -35,8 +34,8 @@ from triton_conformance.reports.html_devices import divergence_row as _divergenc
 from triton_conformance.reports.html_devices import divergence_section as _divergence_section
 from triton_conformance.reports.html_devices import devices_header as _devices_header
 from triton_conformance.reports.html_devices import key as _key
-from triton_conformance.reports.html_devices import name as _name
 from triton_conformance.reports.html_findings import failing_section
+from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["render_html", "write_html"]
 
@@ -213,7 +212,7 @@ def _link(r: dict[str, Any], text: str, ids: dict[tuple[str, str, str | None], s
 def _cell_tip(subject: str, c: str, r: dict[str, Any]) -> str:
     """A matrix cell's tooltip: what was found, in words; a skip's reason; a failure outside the column's concern."""
     outcome = r["outcome"]
-    tip = f"{subject}[{c}]: {outcome}"
+    tip = f"{cell_id(subject, c)}: {outcome}"
     if outcome == "skipped":
         return tip + (f": {r['message']}" if r.get("message") else "")
     note = incidental_note(r)
@@ -270,7 +269,7 @@ def _matrix(results: list[dict[str, Any]], ids: dict[tuple[str, str, str | None]
             for c in cells:
                 r = row.get(c)
                 if r is None:
-                    tds.append(f'<td class="cell none" data-cell="{esc(c)}" title="{esc(f"{subject}[{c}]: not applicable, its contract has no such cell")}"></td>')
+                    tds.append(f'<td class="cell none" data-cell="{esc(c)}" title="{esc(f"{cell_id(subject, c)}: not applicable, its contract has no such cell")}"></td>')
                     continue
                 idx, outcome = ids[(subject, c, device)], r["outcome"]
                 classes = ["cell", f"o-{outcome}"] + (["known"] if known and outcome in KERNEL_FAULTS else [])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.reports.explain import (
     COLOURS,
     finding_text,
@@ -149,7 +149,7 @@ def detail_section(idx: str, r: dict[str, Any], change: str | None, catalogue: C
     details = r.get("details") if isinstance(r.get("details"), dict) else {}
     words = finding_text(r)
     where = f' <span class="device">on {esc(r["device"])}</span>' if r.get("device") else ""
-    head = (f'<h2>{esc(r["subject"])}[{esc(r["cell"])}]{where}</h2>'
+    head = (f'<h2>{esc(cell_id(r["subject"], r["cell"]))}{where}</h2>'
             f'<p class="verdict">{chip(r["outcome"])} <span class="finding">{esc(words)}</span>'
             + (f' <code class="finding-key" title="finding">{esc(r["finding"])}</code>' if r.get("finding") else "")
             + (f' <span class="badge" title="{esc(r["expected_failure"])}">known bug</span>'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triton_conformance.model.cells import cell_id
 from triton_conformance.model.outcomes import FAILING
 from triton_conformance.reports.combine import divergence_line, is_cross_device
 from triton_conformance.reports.html_detail import esc
@@ -18,7 +19,7 @@ def key(r: dict[str, Any]) -> tuple[str, str, str | None]:
 
 def name(r: dict[str, Any]) -> str:
     """``subject[cell]``, with `` on DEVICE`` in a cross-device matrix."""
-    return f'{r["subject"]}[{r["cell"]}]' + (f' on {r["device"]}' if r.get("device") else "")
+    return cell_id(r["subject"], r["cell"]) + (f' on {r["device"]}' if r.get("device") else "")
 
 
 def devices_header(doc: dict[str, Any]) -> str:

@@ -15,9 +15,12 @@ Schema ``triton-conformance/results`` version 1::
       "results": [<CellResult>, ...]
     }
 
-``cells`` is the run's catalogue of cells (``Catalogue.to_dict()``): the
-matrix order and a one-line explanation of each cell.  It is optional; a
-report of a document without it uses ``reports.catalogue.DEFAULT``.
+``cells`` is the run's catalogue of cells (``Catalogue.to_dict()``, the live
+one the engine's cell kinds declare): the matrix order and a one-line
+explanation of each cell.  The reports read only this one (:func:`catalogue_of`).
+A document without it (written before the catalogue travelled in the results,
+or by hand) is shown with its cells in name order and no explanations: no
+second copy of the catalogue is kept here to go stale.
 
 A CellResult holds subject, family, cell, outcome, finding, message, details,
 counterexample (a Spec as a dict, plus ``"tensors"``: each input's real shape, strides,
@@ -41,11 +44,13 @@ from collections import Counter
 from importlib import metadata
 from typing import Iterable
 
+from triton_conformance import __version__
 from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.config import on_cuda
 from triton_conformance.model.outcomes import OUTCOMES, CellResult
 
 __all__ = ["SCHEMA", "VERSION", "environment", "results_document", "write_results", "read_results",
-           "check_cells"]
+           "check_cells", "catalogue_of"]
 
 SCHEMA = "triton-conformance/results"
 VERSION = 1
@@ -70,11 +75,9 @@ def environment(*, device: str, profile: str, seed: int | None, device_name: str
                 compat: Iterable[str] = (), device_label: str | None = None) -> dict:
     """What the run ran on: versions, host, commit; ``compat``: the interpreter shims the kernels ran with;
     ``device_label``: the device's name in a cross-device matrix."""
-    from triton_conformance import __version__
-
     return {
         "device": device,
-        "device_name": device_name or ("cpu (Triton interpreter)" if device == "interpreter" else device),
+        "device_name": device_name or (device if on_cuda(device) else "cpu (Triton interpreter)"),
         "triton": _version("triton"),
         "torch": _version("torch"),
         "python": platform.python_version(),
@@ -131,6 +134,14 @@ def read_results(path: str) -> dict:
     if doc.get("version") != VERSION:
         raise ValueError(f"results file {path!r}: version={doc.get('version')!r}, expected {VERSION}")
     return doc
+
+
+def catalogue_of(document: dict) -> Catalogue:
+    """The catalogue ``document`` was written with; an empty one if it carries none (or a malformed one)."""
+    try:
+        return Catalogue.from_dict(document.get("cells"))
+    except (KeyError, TypeError, ValueError):
+        return Catalogue()
 
 
 def check_cells(doc: dict, path: str) -> dict:

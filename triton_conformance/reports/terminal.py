@@ -1,19 +1,22 @@
 """The terminal matrix: one row per subject, one letter per contract cell.
 
 Letters and the legend come from the outcome table, the column order from the
-catalogue of cells (the results document's own, else the built-in default).
+catalogue of cells the run wrote (the results document's own; without one, the
+cells' names order them).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-from triton_conformance.model.cells import Catalogue
+from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import CellResult
-from triton_conformance.reports.catalogue import DEFAULT
+from triton_conformance.model.performance import figures_line
+from triton_conformance.reports.combine import cell_device, devices_of, divergence_line, divergences, is_cross_device
 from triton_conformance.reports.explain import KERNEL_FAULTS, LETTERS, legend_line, skip_groups
 from triton_conformance.reports.findings import FindingGroup, finding_groups
 from triton_conformance.reports.formats import ReportFormat, register_format
+from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["matrix_lines", "failing_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
            "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
@@ -81,12 +84,12 @@ def slowest_lines(results: Iterable[Any], n: int = SLOWEST) -> list[str]:
         return []
     total = sum(float(c["duration_s"]) for c in timed)
     lines = ["", f"slowest cells ({min(n, len(timed))} of {len(timed)}, {total:.1f} s in all):"]
-    width = max(len(f"{c.get('subject')}[{c.get('cell')}]") for c in timed[:n]) + 2
+    width = max(len(cell_id(c.get("subject"), c.get("cell"))) for c in timed[:n]) + 2
     for c in timed[:n]:
         over = (c.get("details") or {}).get("over-cost_discarded") or \
             ((c.get("details") or {}).get("interpreter_cost") or {}).get("stopped")
         note = f", {over} over the interpreter's cost allowance (discarded)" if over else ""
-        name = f"{c.get('subject')}[{c.get('cell')}]"
+        name = cell_id(c.get("subject"), c.get("cell"))
         lines.append(f"  {name.ljust(width)}{float(c['duration_s']):7.1f} s  {c.get('outcome')}, "
                      f"{int(c.get('examples') or 0)} examples{note}")
     return lines
@@ -102,8 +105,6 @@ def _groups(cells: list[str]) -> list[tuple[str, list[str]]]:
 
 def performance_lines(results: Iterable[CellResult]) -> list[str]:
     """The figures of every measured ``performance`` cell, one line per subject (none if none was measured)."""
-    from triton_conformance.model.performance import figures_line
-
     measured = sorted((r for r in results if r.cell == "performance" and (r.details or {}).get("fraction")),
                       key=lambda r: (r.family, r.subject))
     if not measured:
@@ -113,12 +114,13 @@ def performance_lines(results: Iterable[CellResult]) -> list[str]:
         f"  {r.subject.ljust(width)}{r.details.get('bound', '')}-bound: {figures_line(r.details)}" for r in measured]
 
 
-def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue | None = None) -> list[str]:
-    """The matrix, its legend, the failing cells and the skip reasons; columns in ``catalogue`` order."""
+def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue = Catalogue()) -> list[str]:
+    """The matrix, its legend, the failing cells and the skip reasons; columns in ``catalogue`` order
+    (the run's: ``conformance.kinds.catalogue()`` or a document's ``catalogue_of``)."""
     results = list(results)
     if not results:
         return ["(no conformance results)"]
-    cells = (catalogue if catalogue is not None and catalogue.dimensions else DEFAULT).sorted(r.cell for r in results)
+    cells = catalogue.sorted(r.cell for r in results)
     order = {c: i for i, c in enumerate(cells)}
     by_subject: dict[str, dict[str, CellResult]] = {}
     for r in sorted(results, key=lambda r: (r.family, r.subject, order[r.cell])):
@@ -176,8 +178,6 @@ def failing_lines(results: Iterable[Any], order: Any = None) -> list[str]:
 
 def divergence_lines(doc: dict[str, Any]) -> list[str]:
     """``device divergences (N):`` and one line per cell whose verdicts differ between devices (none if none)."""
-    from triton_conformance.reports.combine import divergence_line, divergences
-
     found = doc.get("divergences") if isinstance(doc.get("divergences"), list) else divergences(doc)
     if not found:
         return []
@@ -186,9 +186,6 @@ def divergence_lines(doc: dict[str, Any]) -> list[str]:
 
 def document_lines(doc: dict[str, Any]) -> list[str]:
     """The matrix of a results document; of a cross-device one, a matrix per device, then the divergences."""
-    from triton_conformance.reports.catalogue import catalogue_of
-    from triton_conformance.reports.combine import cell_device, devices_of, is_cross_device
-
     catalogue = catalogue_of(doc)
     if not is_cross_device(doc):
         return matrix_lines((CellResult.from_dict(r) for r in doc.get("results") or ()), catalogue)

@@ -13,11 +13,18 @@ Whatever the worker reports, or fails to report, becomes the cell's result:
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from triton_conformance.model.config import RunConfig
-from triton_conformance.model.outcomes import CellResult, Finding, compile_error_kind, cuda_poison_kind
+from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, compile_error_kind, cuda_poison_kind
+from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import Subject
+from triton_conformance.workers.isolation import WorkerPool
+from triton_conformance.workers.sanitizer import SANITIZER_ENV, fold_into
+
+# The engine (conformance/) is imported where a cell runs in this process: it loads triton, which must
+# come after the plugin has resolved the device and installed the compat layer.
 
 __all__ = ["CellExecutor", "RETIRE_AFTER", "classify"]
 
@@ -78,8 +85,6 @@ class CellExecutor:
             return classify(self._run_here(subject, cell, seed))
         result = classify(self._run_isolated(subject, cell, seed))
         if self.sanitizer is not None:
-            from triton_conformance.workers.sanitizer import fold_into
-
             self._pool.finish()  # its log is complete once it has exited
             result = fold_into(result, self.sanitizer.collect())
         return result
@@ -97,13 +102,9 @@ class CellExecutor:
             return escaped_cell(subject, cell, exc, self._backend)
 
     def _new_pool(self):  # noqa: ANN202
-        import os
-
-        from triton_conformance.workers.isolation import WorkerPool
 
         if self.sanitizer is None:
             return WorkerPool(self.config.device, compat=self.config.compat)
-        from triton_conformance.workers.sanitizer import SANITIZER_ENV
 
         return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix,
                           compat=self.config.compat)
@@ -142,8 +143,6 @@ class CellExecutor:
             return result
         from triton_conformance.conformance.backend import Backend
         from triton_conformance.conformance.results import reproducer
-        from triton_conformance.model.outcomes import Counterexample
-        from triton_conformance.model.spec import Spec
 
         backend = Backend(name=self.config.device)
         return replace(result, counterexample=Counterexample(last_spec, shrunk=False),

@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from contextlib import contextmanager
 from typing import Iterator
@@ -103,8 +104,6 @@ def visible_gpus(requested: str | None = None, *, where: str = "--conformance-gp
 
 
 def _torch_count() -> list[str]:
-    import sys
-
     code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -20,18 +20,24 @@ cell's ``harness-error``.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
 from dataclasses import replace
+
+from triton_conformance.model.config import on_cuda
+from triton_conformance.model.subject import get_subject
+from triton_conformance.workers.isolation import receive, send
+
+# The engine and the compat layer are imported inside main(), in order: select_device sets
+# TRITON_INTERPRET and compat.install patches triton before anything imports a kernel.
 
 # Exit status of a worker that lost its CUDA context (it has told the pool why).
 EXIT_POISONED = 3
 
 
 def _exit_poisoned(outbox: int, error: str, spec: dict | None) -> None:
-    from triton_conformance.workers.isolation import send
-
     send(outbox, {"type": "poisoned", "error": error, "spec": spec})
     os._exit(EXIT_POISONED)  # no cleanup: it would touch the dead context
 
@@ -48,7 +54,6 @@ def open_channels(argv: list[str]) -> tuple[int, int]:
 def _flight_recorder(outbox: int, backend):  # noqa: ANN001, ANN202
     """An observer that reports each example before it runs, and exits once the context is lost."""
     from triton_conformance.conformance.observe import Observer
-    from triton_conformance.workers.isolation import send
 
     class FlightRecorder(Observer):
         spec: dict | None = None
@@ -65,8 +70,6 @@ def _flight_recorder(outbox: int, backend):  # noqa: ANN001, ANN202
 
 
 def main(argv: list[str]) -> int:
-    from triton_conformance.workers.isolation import receive, send
-
     inbox, outbox = open_channels(argv)
     init = receive(inbox)
     if init is None:
@@ -75,15 +78,13 @@ def main(argv: list[str]) -> int:
     from triton_conformance.conformance.backend import current_backend, select_device
 
     device = select_device(init["device"])  # before any kernel module is imported
-    if device == "interpreter":  # the compat layer, also before kernel modules (None: every shim)
+    if not on_cuda(device):  # the compat layer, also before kernel modules (None: every shim)
         from triton_conformance import compat
 
         compat.install(init.get("compat_shims"))
-    import importlib
 
     from triton_conformance.conformance.harness import escaped_cell
     from triton_conformance.conformance.runner import run_cell
-    from triton_conformance.model.subject import get_subject
 
     for module in init["modules"]:
         importlib.import_module(module)

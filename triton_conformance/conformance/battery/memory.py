@@ -23,15 +23,15 @@ __all__ = ["GuardedAllocation", "guarded_allocations", "poison_bytes", "flat_byt
 
 GUARD_BYTES = 1024
 
-# Two poisons per dtype, one per call of an example.  For floats they are
-# signalling-NaN payloads that no arithmetic produces; a one-byte value can be a
-# real result, so an element counts as unwritten only if it kept the poison in
-# both calls.
+# Two poisons per dtype, one per call of an example, differing in every byte (the
+# second is negative).  For floats they are signalling-NaN payloads that no
+# arithmetic produces; a one-byte value can be a real result, so an element counts
+# as unwritten only if it kept the poison in both calls.
 _POISON = {
-    torch.float16: (0x7D5A, 0x7D3C),
-    torch.bfloat16: (0x7FA5, 0x7F93),
-    torch.float32: (0x7FA5A5A5, 0x7F93C3C3),
-    torch.float64: (0x7FF5A5A5A5A5A5A5, 0x7FF3C3C3C3C3C3C3),
+    torch.float16: (0x7D5A, 0xFD3C),
+    torch.bfloat16: (0x7FA5, 0xFF93),
+    torch.float32: (0x7FA5A5A5, 0xFF93C3C3),
+    torch.float64: (0x7FF5A5A5A5A5A5A5, 0xFFF3C3C3C3C3C3C3),
 }
 _BYTE_POISON = (0xA5, 0x3C)
 _UINT = {2: torch.int16, 4: torch.int32, 8: torch.int64}

@@ -1,9 +1,9 @@
 """Autotuned kernels under test: find them, pin one config, and emulate the tuning benchmark.
 
-A subject's ``@triton.autotune`` kernels are the ones its launcher declares
-(``@autotuned(kernel, ...)`` under ``@subject``) or, by default, the ones its
-code reveals: the launcher's globals, closure and the helpers (functions,
-classes, modules) it names, a few calls deep.
+A subject's ``@triton.autotune`` kernels are the ones its contract declares
+(``@subject(autotuned=(kernel, ...))``) or, by default, the ones its code
+reveals: the launcher's globals, closure, default arguments and the helpers
+(functions, classes, modules) it names, a few calls deep.
 
 :class:`Tuning` hooks each tuner for the duration of a cell (instance
 attributes only, removed afterwards), so that a launch
@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import inspect
 import types
+import warnings
 from collections import Counter
 from typing import Any, Callable, Iterable
 
@@ -38,9 +39,8 @@ from triton.runtime.autotuner import Autotuner
 
 from triton_conformance import compat
 from triton_conformance.compat import surviving_configs
-
 from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded
-from triton_conformance.errors import InvalidArgument
+from triton_conformance.errors import InvalidArgument, InvalidContract
 
 __all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",
            "AUTOTUNED_ATTR", "quick_benchmarks", "QUICK_BENCH_RUNS"]
@@ -66,11 +66,12 @@ def tuner_of(obj: Any) -> Any:
 
 
 def autotuned(*kernels: Any) -> Callable[[Any], Any]:
-    """Decorator for a launcher (under ``@subject``): the ``@triton.autotune`` kernels it runs.
+    """Deprecated: declare ``@subject(..., autotuned=(kernel, ...))`` instead.
 
-    Needed only where they cannot be found in the launcher's code (a kernel
-    picked from a table at run time, a launcher in a compiled extension).
+    Decorator for a launcher (under ``@subject``): the ``@triton.autotune`` kernels it runs.
     """
+    warnings.warn("@autotuned(kernel) is deprecated: declare @subject(..., autotuned=(kernel,)) or "
+                  "register(..., autotuned=(kernel,))", DeprecationWarning, stacklevel=2)
     if not kernels or any(tuner_of(k) is None for k in kernels):
         raise InvalidArgument(f"autotuned{kernels!r}: expected @triton.autotune kernels")
 
@@ -145,6 +146,9 @@ def reveal(target: Any, depth: int = 4) -> tuple:
                     visit(cell.cell_contents, depth - 1)
                 except ValueError:  # an empty cell
                     pass
+            # A kernel bound as a default argument (``def launch(x, _kernel=_kernel)``) is named as a global is.
+            for value in (*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()):
+                visit(value, depth - 1)
         elif inspect.isclass(obj):
             if not _foreign(obj):
                 # Naming the class was the call (Function.apply runs forward): its methods cost no more depth.
@@ -163,12 +167,22 @@ _CACHE: dict[int, tuple[Any, tuple]] = {}
 
 
 def tuners_for(subject: Any) -> tuple:
-    """The autotuners ``subject`` runs (:func:`reveal` on what it declares)."""
+    """The autotuners ``subject`` runs: those its contract declares (``autotuned=``), each checked to be
+    one; else those its code reveals (:func:`reveal`)."""
     key = id(subject)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is subject:
         return hit[1]
-    tuners = reveal(subject.target if subject.target is not None else subject.launcher)
+    contract = subject.contract
+    if contract.autotuned:
+        tuners = tuple(tuner_of(k) for k in contract.autotuned)
+        for kernel, tuner in zip(contract.autotuned, tuners):
+            if tuner is None:
+                what = f"{getattr(kernel, '__name__', '?')} (a {type(kernel).__name__})"
+                raise InvalidContract(f"Contract: autotuned={what}, expected @triton.autotune kernels: "
+                                      "@triton.autotune(...) above @triton.jit")
+    else:
+        tuners = reveal(subject.target if subject.target is not None else subject.launcher)
     _CACHE[key] = (subject, tuners)
     return tuners
 

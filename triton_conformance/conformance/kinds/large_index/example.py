@@ -51,10 +51,15 @@ from typing import Any
 import torch
 
 from triton_conformance.conformance.battery.allocations import intercept_allocations
-from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
-from triton_conformance.conformance.kinds.large_index.plan import EXTRA, LARGE, TAIL_ELEMENTS, LargeIndexPlan, large_index_plan
 from triton_conformance.conformance.battery.memory import poison_bytes, unwritten_elements
-from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
+from triton_conformance.conformance.kinds.large_index.plan import (
+    EXTRA,
+    LARGE,
+    TAIL_ELEMENTS,
+    LargeIndexPlan,
+    large_index_plan,
+)
 from triton_conformance.conformance.kinds.large_index.tail_grid import (
     LONG_LOOP,
     TAIL_PROGRAMS,
@@ -62,7 +67,9 @@ from triton_conformance.conformance.kinds.large_index.tail_grid import (
     OutOfBoundsAccess,
     tail_programs,
 )
+from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
 from triton_conformance.errors import InvalidArgument
+from triton_conformance.model.config import on_cuda
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.performance import ITEMSIZE
@@ -103,7 +110,7 @@ class _Arena:
     def __init__(self, tensors: int, largest_bytes: int, itemsize: int, device: str = "cpu", *,
                  reserve: bool | None = None, gap: int | None = None):
         self.device = device
-        self.reserve = device == "cpu" if reserve is None else reserve  # unbacked, or real memory with a pattern
+        self.reserve = not on_cuda(device) if reserve is None else reserve  # unbacked, or real memory with a pattern
         # A wrapped offset is 2^32 elements off, at most 2^31 elements before the tensor's start.
         self.gap = gap or (2 * LARGE if self.reserve else LARGE) * itemsize + (1 << 20)
         self.size = tensors * (self.gap + largest_bytes + 4096) + self.gap

@@ -8,8 +8,8 @@ from triton_conformance.conformance.battery.runners import ForwardExamples
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.kinds.performance.cell import NO_CONTRACT, NOT_CUDA, run_performance_cell
 from triton_conformance.model.cells import CellClass, Dimension
-from triton_conformance.model.subject import Subject
 from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.subject import Subject
 
 __all__ = ["PerformanceCell"]
 

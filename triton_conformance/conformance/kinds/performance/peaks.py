@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import torch
 
 from triton_conformance.errors import InvalidArgument
+from triton_conformance.model.config import on_cuda
 
 __all__ = [
     "COPY_BYTES",
@@ -187,7 +188,7 @@ class MeasuredPeaks:
             out["bandwidth_gbs"] = self._bandwidth
         if self._tflops:
             out["matmul_tflops"] = dict(self._tflops)
-        if self.device.startswith("cuda") and torch.cuda.is_available():
+        if on_cuda(self.device) and torch.cuda.is_available():
             out["device_name"] = torch.cuda.get_device_name(self.device)
         return out
 

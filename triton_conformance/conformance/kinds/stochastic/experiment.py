@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from triton_conformance.conformance.judge import Judge
 from triton_conformance.conformance.battery.launching import TORCH_SEED, launch, launcher_scalars
+from triton_conformance.conformance.judge import Judge
 from triton_conformance.conformance.kinds.stochastic.plan import POSITIVE_FRACTION, ROW_WIDTH
 from triton_conformance.model.stochastic import TORCH_SEED_RANGE
 from triton_conformance.oracles.statistics import StatResult, binomial_test, count_normal_test
@@ -115,7 +115,7 @@ class Experiment:
         self.elements += sum(t.numel() for t in inputs.values())
         out = self.call(inputs, params)
         out = out[0] if isinstance(out, (tuple, list)) else out
-        if self.backend.device != "cpu":
+        if self.backend.on_device:
             torch.cuda.synchronize()
         as64 = {n: t.detach().cpu().to(torch.float64) for n, t in inputs.items()}
         ref = self.contract.oracle(**as64, **launcher_scalars(params))

@@ -37,14 +37,15 @@ def only(name, **kw):
 def test_every_shim_is_named_described_installed_and_removed_again():
     assert tuple(SHIMS) == ("libdevice", "autotune", "device_context", "device_properties", "cuda_allocations",
                             "torch_hip", "nvidia_smi", "jit_function", "compiled_kernel", "tensor_wrappers",
-                            "lang_globals", "float_scalars", "loop_vars", "bf16")
+                            "lang_globals", "float_scalars", "loop_vars", "overflow_checks", "bf16")
     assert all(isinstance(line, str) and line and "\n" not in line for line in SHIMS.values())
     watched = [(torch.cuda, "get_device_capability"), (torch.cuda, "device"), (torch, "full"),
                (torch.Tensor, "to"), (triton.runtime.interpreter, "_implicit_cvt"), (triton.runtime, "JITFunction"),
                (triton.runtime.interpreter.InterpretedFunction, "run"), (triton.runtime.interpreter, "_patch_lang"),
                (triton.runtime.interpreter.GridExecutor, "_init_args_hst"),
                (triton.runtime.interpreter.InterpreterBuilder, "binary_op"),
-               (triton.runtime.autotuner.Autotuner, "prune_configs")]
+               (triton.runtime.autotuner.Autotuner, "prune_configs"),
+               (triton.runtime.interpreter.interpreter_builder, "options")]
     originals = [getattr(obj, name) for obj, name in watched]
     assert compat.install() == tuple(SHIMS) == compat.installed()
     patched = [getattr(obj, name) for obj, name in watched]
@@ -265,3 +266,29 @@ def test_bf16_cells_run_on_the_cpu_and_catch_a_bf16_only_bug():
     assert honoured.outcome == "honoured", honoured.message
     caught = run_cell(buggy, "dtype:bfloat16", backend=backend, config=config)
     assert caught.outcome == "wrong" and "outside tolerance" in caught.message, (caught.outcome, caught.message)
+
+
+def test_overflow_checks_that_only_debug_would_assert_are_not_computed():
+    from triton.runtime import interpreter
+
+    made = []
+    original = interpreter.TensorHandle.__post_init__
+
+    def counting(self):
+        made.append(1)
+        original(self)
+
+    x = torch.randn(8, 33).t().contiguous().t()  # column-major: strided loads
+    counts, outputs = {}, {}
+    for shims in ((), ("overflow_checks",)):
+        compat.uninstall()
+        compat.install(shims)
+        made.clear()
+        interpreter.TensorHandle.__post_init__ = counting
+        try:
+            outputs[shims] = kernels.strided_copy(x)
+        finally:
+            interpreter.TensorHandle.__post_init__ = original
+        counts[shims] = len(made)
+    assert torch.equal(outputs[()], x) and torch.equal(outputs[("overflow_checks",)], x)
+    assert counts[("overflow_checks",)] < counts[()] / 2, counts  # each index op built its int64 check

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from tests.reports._page import parse
-from triton_conformance.reports.catalogue import catalogue_of
+from triton_conformance.reports.results_json import catalogue_of
 from triton_conformance.reports.findings import finding_groups
 from triton_conformance.reports.html import render_html
 

@@ -47,6 +47,8 @@ SHIMS: dict[str, str] = {
     "lang_globals": "a @triton.jit function whose module never imports triton.language runs",
     "float_scalars": "Python float kernel arguments become fp32 scalars, as the compiler specializes them",
     "loop_vars": "`for i in range(...)` / tl.range loop variables are int32 tensors, as when compiled",
+    "overflow_checks": "the integer-overflow checks a kernel only asserts with debug=True are not computed "
+                       "(compiled code drops them too)",
     "bf16": "bf16 arithmetic, casts, dot, reductions and scans decoded to fp32 and rounded to nearest even",
 }
 
@@ -64,6 +66,7 @@ _APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn
     "lang_globals": ("runtime", "apply_lang_globals"),
     "float_scalars": ("quirks", "apply_float_scalars"),
     "loop_vars": ("quirks", "apply_loop_vars"),
+    "overflow_checks": ("quirks", "apply_overflow_checks"),
     "bf16": ("bf16", "apply"),
 }.items()}
 

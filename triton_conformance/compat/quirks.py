@@ -1,4 +1,4 @@
-"""Two places where the interpreter hands a kernel Python values the compiler would have made tensors.
+"""Where the interpreter does what compiled code does not: Python values for tensors, and dead checks.
 
 - ``float_scalars``: a Python float argument is specialized by the compiler to an fp32
   scalar; the interpreter passes the bare float, so ``eps.to(tl.float32)`` or
@@ -6,17 +6,22 @@
 - ``loop_vars``: in ``for i in range(n)`` (or ``tl.range``) the compiled loop variable is an
   int32 tensor; the interpreter's is a Python int, so ``i.to(tl.int64)`` fails (fla's chunk
   kernels).  ``tl.static_range`` loops keep their Python ints, as the compiler's are constexprs.
+- ``overflow_checks``: every integer ``+``, ``-`` and ``*`` of a kernel builds an int64 overflow
+  check for a ``device_assert`` that is only emitted with ``debug=True``; compiled code drops the
+  unused check, the interpreter computed it (about half of an index-heavy kernel's interpreted
+  work).  Without ``debug`` it is not built; the kernel's values are the same.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Any
 
 from triton_conformance.compat._patch import Patch
 from triton_conformance.compat.target import TargetDevice
 
-__all__ = ["apply_float_scalars", "apply_loop_vars"]
+__all__ = ["apply_float_scalars", "apply_loop_vars", "apply_overflow_checks"]
 
 
 def apply_float_scalars(patch: Patch, target: TargetDevice) -> None:
@@ -72,3 +77,13 @@ def apply_loop_vars(patch: Patch, target: TargetDevice) -> None:
     cache = interpreter.InterpretedFunction.rewritten_fn
     cache.clear()
     patch.on_restore(cache.clear)
+
+
+def apply_overflow_checks(patch: Patch, target: TargetDevice) -> None:
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    options = getattr(builder, "options", None)
+    if options is None or not getattr(options, "sanitize_overflow", False) or getattr(options, "debug", False):
+        return  # a triton without the option, or one asked to debug: its checks are raised there
+    patch.set(builder, "options", dataclasses.replace(options, sanitize_overflow=False))

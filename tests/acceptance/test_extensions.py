@@ -19,6 +19,7 @@ import textwrap
 import pytest
 
 from tests.reports._documents import document, result
+from triton_conformance.options import EXIT_USAGE
 
 ARGMAX_RULE = '''
 import torch
@@ -121,7 +122,7 @@ def test_a_report_format_in_one_module_is_written_by_the_report_command(tmp_path
         assert list(csv.reader(fh)) == [["subject", "cell", "outcome"], ["add", "layout:contiguous", "honoured"],
                                         ["add", "shape:tiny", "wrong"]]
     unknown = subprocess.run([*cli, "--format", "pdf"], cwd=tmp_path, capture_output=True, text=True)
-    assert unknown.returncode == 2
+    assert unknown.returncode == EXIT_USAGE
     assert unknown.stderr.strip().splitlines() == [
         "triton-conformance report: format='pdf', expected one of ['html', 'text'] (a format of your own: "
         "--format-module)"]

@@ -261,7 +261,7 @@ def test_a_declared_autotuned_field_is_read_first_and_checked_by_the_engine():
     assert tuners_for(both) == (double_one_config, double_one_block)  # as declared, not as revealed
     not_tuned = register(lambda x: x * 2, name="cover_autotune_declared_jit", **VEC, autotuned=(_double_block,))
     with pytest.raises(InvalidContract, match=r"autotuned=_double_block \(a \w+Function\), expected @triton.autotune"):
-        tuners_for(not_tuned.contract)
+        tuners_for(not_tuned)
 
 
 def test_the_deprecated_autotuned_decorator_still_declares_its_kernels():

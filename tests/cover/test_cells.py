@@ -196,7 +196,7 @@ def test_every_cell_id_splits_back_into_its_subject_and_cell():
     from triton_conformance.model.cells import cell_id, split_cell_id
 
     for contract in (PLAIN, HALF_AND_SINGLE, MASKED, STOCHASTIC):
-        for cell in cells_for(contract):
+        for cell in cells_for(as_subject(contract)):
             assert split_cell_id(cell_id("zoo_softmax_v1", cell)) == ("zoo_softmax_v1", cell)
     assert cell_id("add", "layout:transposed") == "add[layout:transposed]"
     for name in ("add", "add[layout", "[memory]", "tests/test_x.py::test_y"):

@@ -474,6 +474,44 @@ def test_a_persistent_kernel_finishes_in_seconds_and_its_int32_rows_are_caught()
     assert time.perf_counter() - started < 120  # ~500k iterations per program, untrimmed
 
 
+def test_a_persistent_grid_wider_than_its_loops_runs_every_program_it_needs_and_blames_none_it_skips():
+    # The softmax tutorial's grid, 1056 programs (FINDINGS, tutorials): once 3 of them ran and the rows of
+    # the others showed as unwritten.  Now each program runs its loop's last row, from the grid's last.
+    good = run_cell(zoo.zoo_softmax_persistent_wide, "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured" and good.details["value_compared"], good.message
+    assert "of 1,056 programs" in good.message and "ran their last 1;" in good.message
+    bad = run_cell(zoo.zoo_softmax_persistent_wide_int32, "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
+    assert "(stopped: an address outside the tensors)" in bad.message
+
+
+def test_a_reduction_with_a_second_small_tiling_axis_runs_whole_rows():
+    # FlagGems' sum_dim grid, (rows, tiles of K) (FINDINGS, flag-gems): once the last 3 of 5 tiles ran and the
+    # others read as zeros (wrong).  Now every tile of the last rows runs.
+    good = run_cell(zoo.zoo_sum_middle_tiles, "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured" and good.details["value_compared"], good.message
+    assert "the last 25 of 9,859,910 programs" in good.message  # 5 rows x 5 tiles
+    bad = run_cell(zoo.zoo_sum_middle_tiles_int32, "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "poisoned-read"), bad.message
+
+
+def test_programs_that_did_not_run_are_never_blamed():
+    # A persistent grid whose programs each loop a few times (not trimmed) over rows all over the output, and
+    # a budget that runs out first: rows of programs that did not run stay unwritten, and are not compared.
+    def persistent_few_iterations(x):
+        out = torch.empty_like(x)
+        zoo.softmax_persistent_kernel[(x.shape[0] // 4,)](out, x, x.stride(0), x.shape[0], x.shape[1],
+                                                          BLOCK=64, WIDE=True)
+        return out
+
+    subject = tc.register(persistent_few_iterations, name=f"cover_li_persistent_budget_{next(_ids)}",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float16",))},
+                          dims={"M": Dim(1, 1 << 28), "N": Dim(1, 64)}, oracle=lambda x: torch.softmax(x, -1))
+    result = run_cell(subject, "shape:large-index", backend=Backend())
+    assert result.outcome == "honoured" and result.details["value_compared"] is False, result.message
+    assert "stopped: its cost allowance was spent" in result.message and "no row was compared" in result.message
+
+
 def test_a_cost_cap_on_drawn_examples_does_not_remove_the_cell():
     # max_elements bounds what the searched cells draw; the launcher still takes 2^31 elements
     plan = large_index_plan(contract(VECTOR, {"N": Dim(0, 1 << 32)}, max_elements=1 << 12))

@@ -352,6 +352,8 @@ def _patched(state: _Emulation, executor: Any, builder: Any, interpreter: Any, t
             return original_call(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - only the window's own end is caught
             if not _window_ended(exc):
+                if state.violation is not None and not state.window.stopped:
+                    state.window.stopped = "address"
                 raise
             self._restore_args_dev(*state.host)  # what the launch does after its last program
             return None

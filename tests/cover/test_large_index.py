@@ -155,8 +155,8 @@ def test_a_spent_allowance_stops_the_window_and_no_window_is_empty():
         record_ids[(1,)](out, out.stride(0), 1)
     assert int((out != -1).sum()) == 2 and out[9, 3] != -1 and out[0, 0] != -1
     assert [(w.ran, w.stopped, w.complete) for w in state.windows] == [(1, "budget", False), (1, "", True)]
-    assert state.describe() == "record_ids: the last 1 of 40 programs (stopped: its cost allowance was spent); " \
-        "record_ids: all 1 programs"
+    assert state.describe() == "record_ids: the last 1 of 40 programs (stopped: its cost allowance was spent " \
+        "before they reached every element past 2^31); record_ids: all 1 programs"
 
 
 @triton.jit
@@ -391,6 +391,31 @@ def test_whole_grid_path_finds_an_unwritten_and_a_wrong_tail(small_large):
     assert (found.outcome, found.kind) == ("unsafe", "unwritten")
     found = small_large.run_large_index_example(small_vector_subject(lambda x, y: x - y), Backend(), emulate=False)
     assert (found.outcome, found.kind) == ("wrong", "mismatch")
+
+
+def test_an_int64_index_input_does_not_size_the_gaps(small_large, monkeypatch):
+    # A cross entropy's int64 targets tied to V (index_of) once sized every gap and slot for 8-byte elements:
+    # 112 GiB of real memory on CUDA, and a harness error when what ran after the launch found none left.
+    import torch.nn.functional as F
+
+    arenas = []
+    original = small_large._Arena
+
+    class Recorded(original):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            arenas.append(self)
+
+    monkeypatch.setattr(small_large, "_Arena", Recorded)
+    subject = tc.register(lambda logits, target: F.cross_entropy(logits.float(), target, reduction="none"),
+                          name=f"cover_li_ce_{next(_ids)}",
+                          inputs={"logits": Tensor(("M", "V"), dtypes=("float16",)),
+                                  "target": Tensor(("M",), dtypes=("int64",), index_of="V")},
+                          dims={"M": Dim(1, 1 << 20), "V": Dim(2, 64)}, reduces="V",
+                          oracle=lambda logits, target: F.cross_entropy(logits, target, reduction="none"))
+    assert small_large.run_large_index_example(subject, Backend(), emulate=False) == "honoured"
+    (arena,) = arenas
+    assert arena.gap == 4096 * 2 + (1 << 20), "a wrapped fp16 offset's reach, not an int64's"
 
 
 # -- parameters broadcast over the rows, full reductions, persistent kernels (issue 12 section 2) ---------

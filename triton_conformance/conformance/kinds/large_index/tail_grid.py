@@ -90,6 +90,7 @@ class LaunchWindow:
     kept_iterations: int = 0  # what each trimmed loop kept
     reach: int = 0  # the most elements between one program's first and last access of one tensor
     start_cost: int = 0
+    cover_from: int = 1 << 31
 
     @property
     def programs(self) -> int:
@@ -108,7 +109,9 @@ class LaunchWindow:
         return ids[0], ids[1], ids[2]
 
     def describe(self) -> str:
-        why = {"covered": "they reached every element past 2^31", "budget": "its cost allowance was spent",
+        mark = "2^31" if self.cover_from == 1 << 31 else f"{self.cover_from:,}"
+        why = {"covered": f"they reached every element past {mark}",
+               "budget": f"its cost allowance was spent before they reached every element past {mark}",
                "address": "an address outside the tensors"}.get(self.stopped, "")
         text = f"{self.kernel}: {'all' if self.ran == self.programs else f'the last {self.ran:,} of'} " \
                f"{self.programs:,} programs{f' (stopped: {why})' if why else ''}"
@@ -182,7 +185,7 @@ class _Emulation:
         """A launch begins: its window, and the number of programs the interpreter is to loop over."""
         g = tuple(int(n) for n in grid) + (1,) * (3 - len(grid))
         order = tuple(sorted(range(3), key=lambda axis: -g[axis]))  # stable: ties keep x before y before z
-        self.windows.append(LaunchWindow(kernel, g, order, start_cost=self.meter.spent))
+        self.windows.append(LaunchWindow(kernel, g, order, start_cost=self.meter.spent, cover_from=self.cover_from))
         return math.prod(g)
 
     def next_program(self, i: int) -> tuple[int, int, int]:

@@ -511,8 +511,9 @@ def test_a_persistent_grid_wider_than_its_loops_runs_every_program_it_needs_and_
 
 
 def test_a_reduction_with_a_second_small_tiling_axis_runs_whole_rows():
-    # FlagGems' sum_dim grid, (rows, tiles of K) (FINDINGS, flag-gems): once the last 3 of 5 tiles ran and the
-    # others read as zeros (wrong).  Now every tile of the last rows runs.
+    # FlagGems' sum_dim grid, (rows, tiles of K) (FINDINGS, flag-gems): its (M, K) output is under 2^31
+    # elements, so it was not poisoned, and the rows of the programs that did not run read as zeros and were
+    # compared (wrong).  Now every tile of the last rows runs, and only the rows they wrote are compared.
     good = run_cell(zoo.zoo_sum_middle_tiles, "shape:large-index", backend=Backend())
     assert good.outcome == "honoured" and good.details["value_compared"], good.message
     assert "the last 25 of 9,859,910 programs" in good.message  # 5 rows x 5 tiles

@@ -91,6 +91,7 @@ class LaunchWindow:
     reach: int = 0  # the most elements between one program's first and last access of one tensor
     start_cost: int = 0
     cover_from: int = 1 << 31
+    long_loop: int = LONG_LOOP
 
     @property
     def programs(self) -> int:
@@ -116,7 +117,7 @@ class LaunchWindow:
         text = f"{self.kernel}: {'all' if self.ran == self.programs else f'the last {self.ran:,} of'} " \
                f"{self.programs:,} programs{f' (stopped: {why})' if why else ''}"
         if self.trimmed_loops:
-            text += f", {self.trimmed_loops} loops of more than {LONG_LOOP} iterations ran their last " \
+            text += f", {self.trimmed_loops} loops of more than {self.long_loop} iterations ran their last " \
                     f"{self.kept_iterations}"
         return text
 
@@ -185,7 +186,8 @@ class _Emulation:
         """A launch begins: its window, and the number of programs the interpreter is to loop over."""
         g = tuple(int(n) for n in grid) + (1,) * (3 - len(grid))
         order = tuple(sorted(range(3), key=lambda axis: -g[axis]))  # stable: ties keep x before y before z
-        self.windows.append(LaunchWindow(kernel, g, order, start_cost=self.meter.spent, cover_from=self.cover_from))
+        self.windows.append(LaunchWindow(kernel, g, order, start_cost=self.meter.spent, cover_from=self.cover_from,
+                                         long_loop=self.long_loop))
         return math.prod(g)
 
     def next_program(self, i: int) -> tuple[int, int, int]:
@@ -353,7 +355,7 @@ def _patched(state: _Emulation, executor: Any, builder: Any, interpreter: Any, t
             names["range"] = state.range
         try:
             return original_call(self, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - only the window's own end is caught
+        except Exception as exc:  # only the window's own end is caught
             if not _window_ended(exc):
                 if state.violation is not None and not state.window.stopped:
                     state.window.stopped = "address"

@@ -118,22 +118,45 @@ def test_running_it_on_a_subject_it_does_not_apply_to_is_an_error():
 
 
 @triton.jit
-def record_ids(out_ptr, stride_r):
+def record_ids(out_ptr, stride_r, stride_c):
     r = tl.program_id(axis=0)
     c = tl.program_id(axis=1)
-    tl.store(out_ptr + r * stride_r + c, (r * 100 + c + tl.num_programs(axis=0) * 10000).to(tl.float32))
+    tl.store(out_ptr + r * stride_r + c * stride_c, (r * 100 + c + tl.num_programs(axis=0) * 10000).to(tl.float32))
 
 
-def test_only_the_last_programs_run_and_they_see_the_real_grid():
+def test_programs_run_back_from_the_grids_end_until_they_reach_every_element_past_the_mark():
     out = torch.full((10, 4), -1.0)
-    with tail_programs(keep=3) as state:
-        record_ids[(10, 4)](out, out.stride(0))
-    ran = out != -1
-    assert ran[7:, 1:].all() and int(ran.sum()) == 9
-    assert out[9, 3].item() == 9 * 100 + 3 + 10 * 10000
-    assert state.real_grid == (10, 4, 1) and state.offsets == (7, 1, 0) and state.launches == 1
-    record_ids[(10, 4)](out, out.stride(0))  # restored: the whole grid runs again
+    with tail_programs(cover_from=31) as state:  # elements 31..39 watched: (7, 3), rows 8 and 9
+        record_ids[(10, 4)](out, out.stride(0), 1)
+    ran = (out != -1).reshape(-1)
+    assert ran[31:].all() and int(ran.sum()) == 9, "the grid's last 9 programs, the largest axis slowest"
+    assert out[9, 3].item() == 9 * 100 + 3 + 10 * 10000, "they see the real program ids and grid"
+    (window,) = state.windows
+    assert (window.grid, window.ran, window.programs, window.stopped) == ((10, 4, 1), 9, 40, "covered")
+    assert not window.complete and window.program_id(0) == (9, 3, 0) and window.program_id(4) == (8, 3, 0)
+    record_ids[(10, 4)](out, out.stride(0), 1)  # restored: the whole grid runs again
     assert (out != -1).all()
+
+
+def test_the_largest_axis_is_the_slowest_so_the_small_axes_run_whole():
+    # A (tiles, rows) grid: each row's tiles all run before the row above (gems_sum_dim's is (rows, tiles)).
+    out = torch.full((10, 4), -1.0)
+    with tail_programs(cover_from=32) as state:  # the last 2 rows: elements 32..39
+        record_ids[(4, 10)](out, 1, out.stride(0))  # program (c, r) writes out[r, c]
+    ran = (out != -1).reshape(-1)
+    assert ran[32:].all() and int(ran.sum()) == 8
+    assert state.windows[0].order[0] == 1 and state.windows[0].program_id(1) == (2, 9, 0)
+
+
+def test_a_spent_allowance_stops_the_window_and_no_window_is_empty():
+    out = torch.full((10, 4), -1.0)
+    with tail_programs(budget=1) as state:  # no tensor past the mark: only the allowance stops it
+        record_ids[(10, 4)](out, out.stride(0), 1)
+        record_ids[(1,)](out, out.stride(0), 1)
+    assert int((out != -1).sum()) == 2 and out[9, 3] != -1 and out[0, 0] != -1
+    assert [(w.ran, w.stopped, w.complete) for w in state.windows] == [(1, "budget", False), (1, "", True)]
+    assert state.describe() == "record_ids: the last 1 of 40 programs (stopped: its cost allowance was spent " \
+        "before they reached every element past 2^31); record_ids: all 1 programs"
 
 
 @triton.jit
@@ -264,8 +287,8 @@ def heads_subject(wide: bool):
 def test_a_row_spread_over_several_programs_gets_more_of_them_not_a_false_unwritten():
     # fla's chunk_local_cumsum: a 1-D grid of B * H programs; the last 3 write 3 of the last row's 33 heads.
     good = run_cell(heads_subject(wide=True), "shape:large-index", backend=Backend())
-    assert good.outcome == "honoured", good.message
-    assert "the last 192 programs of each grid axis ran" in good.message
+    assert good.outcome == "honoured" and good.details["value_compared"], good.message
+    assert "the last 5 rows compared" in good.message, "the programs ran back to whole rows (33 heads each)"
     bad = run_cell(heads_subject(wide=False), "shape:large-index", backend=Backend())
     assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
 
@@ -370,6 +393,31 @@ def test_whole_grid_path_finds_an_unwritten_and_a_wrong_tail(small_large):
     assert (found.outcome, found.kind) == ("wrong", "mismatch")
 
 
+def test_an_int64_index_input_does_not_size_the_gaps(small_large, monkeypatch):
+    # A cross entropy's int64 targets tied to V (index_of) once sized every gap and slot for 8-byte elements:
+    # 112 GiB of real memory on CUDA, and a harness error when what ran after the launch found none left.
+    import torch.nn.functional as F
+
+    arenas = []
+    original = small_large._Arena
+
+    class Recorded(original):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            arenas.append(self)
+
+    monkeypatch.setattr(small_large, "_Arena", Recorded)
+    subject = tc.register(lambda logits, target: F.cross_entropy(logits.float(), target, reduction="none"),
+                          name=f"cover_li_ce_{next(_ids)}",
+                          inputs={"logits": Tensor(("M", "V"), dtypes=("float16",)),
+                                  "target": Tensor(("M",), dtypes=("int64",), index_of="V")},
+                          dims={"M": Dim(1, 1 << 20), "V": Dim(2, 64)}, reduces="V",
+                          oracle=lambda logits, target: F.cross_entropy(logits, target, reduction="none"))
+    assert small_large.run_large_index_example(subject, Backend(), emulate=False) == "honoured"
+    (arena,) = arenas
+    assert arena.gap == 4096 * 2 + (1 << 20), "a wrapped fp16 offset's reach, not an int64's"
+
+
 # -- parameters broadcast over the rows, full reductions, persistent kernels (issue 12 section 2) ---------
 
 from tests.zoo import zoo_large_index as zoo  # noqa: E402 - the kernels below
@@ -428,13 +476,15 @@ def count_iterations(out_ptr, n):
     tl.store(out_ptr + tl.program_id(0), total)
 
 
-def test_long_loops_keep_their_last_iterations_and_a_small_axis_runs_whole():
+def test_long_loops_keep_their_last_iterations_shared_among_the_programs():
     out = torch.zeros(5, dtype=torch.int32)
-    with tail_programs(whole_axis=8, long_loop=100, keep_iterations=4) as state:
-        count_iterations[(5,)](out, 1000)
-    assert out.tolist() == [4004] * 5 and state.trimmed_loops == 10
-    count_iterations[(5,)](out, 1000)  # restored: whole loops again
-    assert out.tolist() == [501000] * 5
+    with tail_programs(long_loop=100, loop_iterations=8) as state:  # 8 iterations among 5 programs: 2 each
+        count_iterations[(5,)](out, 400)
+    assert out.tolist() == [2002] * 5
+    (window,) = state.windows
+    assert (window.ran, window.trimmed_loops, window.kept_iterations, window.complete) == (5, 10, 2, False)
+    count_iterations[(5,)](out, 400)  # restored: whole loops again
+    assert out.tolist() == [200400] * 5
 
 
 def test_a_persistent_kernel_finishes_in_seconds_and_its_int32_rows_are_caught():
@@ -442,10 +492,50 @@ def test_a_persistent_kernel_finishes_in_seconds_and_its_int32_rows_are_caught()
 
     started = time.perf_counter()
     good = run_cell(zoo.zoo_softmax_persistent, "shape:large-index", backend=Backend())
-    assert good.outcome == "honoured" and "persistent kernel" in good.message, good.message
+    assert good.outcome == "honoured" and good.details["value_compared"], good.message
+    assert "all 132 programs, 132 loops of more than 4096 iterations ran their last 2" in good.message
     bad = run_cell(zoo.zoo_softmax_persistent_int32, "shape:large-index", backend=Backend())
     assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
     assert time.perf_counter() - started < 120  # ~500k iterations per program, untrimmed
+
+
+def test_a_persistent_grid_wider_than_its_loops_runs_every_program_it_needs_and_blames_none_it_skips():
+    # The softmax tutorial's grid, 1056 programs (FINDINGS, tutorials): once 3 of them ran and the rows of
+    # the others showed as unwritten.  Now each program runs its loop's last row, from the grid's last.
+    good = run_cell(zoo.zoo_softmax_persistent_wide, "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured" and good.details["value_compared"], good.message
+    assert "of 1,056 programs" in good.message and "ran their last 1;" in good.message
+    bad = run_cell(zoo.zoo_softmax_persistent_wide_int32, "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
+    assert "(stopped: an address outside the tensors)" in bad.message
+
+
+def test_a_reduction_with_a_second_small_tiling_axis_runs_whole_rows():
+    # FlagGems' sum_dim grid, (rows, tiles of K) (FINDINGS, flag-gems): its (M, K) output is under 2^31
+    # elements, so it was not poisoned, and the rows of the programs that did not run read as zeros and were
+    # compared (wrong).  Now every tile of the last rows runs, and only the rows they wrote are compared.
+    good = run_cell(zoo.zoo_sum_middle_tiles, "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured" and good.details["value_compared"], good.message
+    assert "the last 25 of 9,859,910 programs" in good.message  # 5 rows x 5 tiles
+    bad = run_cell(zoo.zoo_sum_middle_tiles_int32, "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "poisoned-read"), bad.message
+
+
+def test_programs_that_did_not_run_are_never_blamed():
+    # A persistent grid whose programs each loop a few times (not trimmed) over rows all over the output, and
+    # a budget that runs out first: rows of programs that did not run stay unwritten, and are not compared.
+    def persistent_few_iterations(x):
+        out = torch.empty_like(x)
+        zoo.softmax_persistent_kernel[(x.shape[0] // 4,)](out, x, x.stride(0), x.shape[0], x.shape[1],
+                                                          BLOCK=64, WIDE=True)
+        return out
+
+    subject = tc.register(persistent_few_iterations, name=f"cover_li_persistent_budget_{next(_ids)}",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float16",))},
+                          dims={"M": Dim(1, 1 << 28), "N": Dim(1, 64)}, oracle=lambda x: torch.softmax(x, -1))
+    result = run_cell(subject, "shape:large-index", backend=Backend())
+    assert result.outcome == "honoured" and result.details["value_compared"] is False, result.message
+    assert "stopped: its cost allowance was spent" in result.message and "no row was compared" in result.message
 
 
 def test_a_cost_cap_on_drawn_examples_does_not_remove_the_cell():

@@ -1,9 +1,12 @@
 """Kernels whose bug is an int32 offset past 2^31 elements, for the ``shape:large-index`` cell.
 
 The int32-offset vector addition claims the contract of ``kernels_under_test.vector_add.add``.
-The others (a layer norm with a weight and bias, a full sum, a persistent softmax) have no
-twin in ``kernels_under_test`` admitting such sizes, so their correct twins live here too,
-without ``xfail``: the same kernel with 64-bit offsets.
+The others (a layer norm with a weight and bias, a full sum, a persistent softmax over 132 and
+over 1056 programs, a sum over the middle dim on a grid of rows x tiles) have no twin in
+``kernels_under_test`` admitting such sizes, so their correct twins live here too, without
+``xfail``: the same kernel with 64-bit offsets.  The last two have the grids of two public
+kernels the cell's emulation once gave false alarms on (examples/FINDINGS.md): the Triton
+softmax tutorial's and FlagGems' ``sum_dim``.
 
 The textbook ``offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)`` is right
 for every vector below 2^31 elements: ``pid`` is int32, so past that the
@@ -28,6 +31,10 @@ BUGS = [
     ("zoo_sum_all_int32", "shape:large-index", "unsafe", "poisoned-read"),
     # A persistent kernel: its loops over ~500k rows run only their last iterations.
     ("zoo_softmax_persistent_int32", "shape:large-index", "unsafe", "oob-write"),
+    # The same over 1056 programs (the softmax tutorial's grid): every program runs, each its last row.
+    ("zoo_softmax_persistent_wide_int32", "shape:large-index", "unsafe", "oob-write"),
+    # A reduction over the middle dim on a (rows, 5 tiles) grid: the wrapped loads are masked off, recorded.
+    ("zoo_sum_middle_tiles_int32", "shape:large-index", "unsafe", "poisoned-read"),
 ]
 
 
@@ -200,14 +207,14 @@ def softmax_persistent_kernel(out_ptr, in_ptr, row_stride, n_rows, n_cols, BLOCK
         tl.store(out_ptr + row_idx * stride + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _softmax_persistent(x, wide, name):
+def _softmax_persistent(x, wide, name, programs=NUM_PROGRAMS):
     if x.dim() != 2 or not x.is_contiguous() or x.dtype not in (torch.float16, torch.float32):
         raise ValueError(f"{name}: a contiguous (M, N) float16/float32 tensor expected")
     M, N = x.shape
     if not (1 <= M <= 1 << 32 and 1 <= N <= 1024):
         raise ValueError(f"{name}: 1 <= M <= 2^32 and 1 <= N <= 1024 expected, got M={M}, N={N}")
     out = torch.empty_like(x)
-    programs = min(NUM_PROGRAMS, M)
+    programs = min(programs, M)
     softmax_persistent_kernel[(programs,)](out, x, x.stride(0), M, N, BLOCK=triton.next_power_of_2(N), WIDE=wide)
     return out
 
@@ -223,3 +230,74 @@ def zoo_softmax_persistent(x):
 def zoo_softmax_persistent_int32(x):
     """Bug: the tutorial's int32 row offsets."""
     return _softmax_persistent(x, False, "zoo_softmax_persistent_int32")
+
+
+# The tutorial's own grid: SMs x occupancy (132 x 8 for its fp32 rows on an H100), more programs than rows
+# reach in a loop's last few iterations: each program's last row is among the last 1056.
+WIDE_GRID = 1056
+SOFTMAX_ROWS_WIDE = {**SOFTMAX_ROWS, "family": "softmax_rows_persistent_wide"}
+
+
+@subject(**SOFTMAX_ROWS_WIDE, name="zoo_softmax_persistent_wide")
+def zoo_softmax_persistent_wide(x):
+    """Correct: 64-bit row offsets, 1056 persistent programs."""
+    return _softmax_persistent(x, True, "zoo_softmax_persistent_wide", WIDE_GRID)
+
+
+@subject(**SOFTMAX_ROWS_WIDE, name="zoo_softmax_persistent_wide_int32",
+         xfail="row_idx * row_stride is int32: past 2^31 elements the last rows are stored 4 GiB before out")
+def zoo_softmax_persistent_wide_int32(x):
+    """Bug: the tutorial's int32 row offsets, on the tutorial's grid."""
+    return _softmax_persistent(x, False, "zoo_softmax_persistent_wide_int32", WIDE_GRID)
+
+
+# -- a reduction over the middle dim, tiled along the last: a second, small grid axis ------------------
+# FlagGems' sum_dim over dim 1 of (M, N, K) launches (M, cdiv(K, TILE_K)) programs, each summing a
+# TILE_K-wide strip of one row's N x K block: the output's rows are spread over the second axis.
+
+SUM_MIDDLE = dict(
+    family="sum_middle_tiles",
+    inputs={"x": Tensor(("M", "N", "K"), dtypes=("float16", "float32"))},
+    dims={"M": Dim(1, 1 << 32), "N": Dim(1, 64), "K": Dim(1, 64)},
+    oracle=lambda x: x.sum(1),
+    reduces="N",
+)
+
+
+@triton.jit
+def sum_middle_kernel(out_ptr, x_ptr, N, K, BLOCK_N: tl.constexpr, TILE_K: tl.constexpr, WIDE: tl.constexpr):
+    pid_m = tl.program_id(axis=0)
+    pid_k = tl.program_id(axis=1)
+    if WIDE:
+        pid_m = pid_m.to(tl.int64)  # the fix: 64-bit row offsets
+    n = tl.arange(0, BLOCK_N)[:, None]
+    k = pid_k * TILE_K + tl.arange(0, TILE_K)[None, :]
+    x = tl.load(x_ptr + pid_m * N * K + n * K + k, mask=(n < N) & (k < K), other=0.0)  # int32 unless WIDE
+    total = tl.sum(x.to(tl.float32), axis=0, keep_dims=True)
+    tl.store(out_ptr + pid_m * K + k, total.to(out_ptr.dtype.element_ty), mask=k < K)
+
+
+def _sum_middle(x, wide, name):
+    if x.dim() != 3 or not x.is_contiguous() or x.dtype not in (torch.float16, torch.float32):
+        raise ValueError(f"{name}: a contiguous (M, N, K) float16/float32 tensor expected")
+    M, N, K = x.shape
+    if not (1 <= M <= 1 << 32 and 1 <= N <= 64 and 1 <= K <= 64):
+        raise ValueError(f"{name}: 1 <= M <= 2^32, 1 <= N, K <= 64 expected, got M={M}, N={N}, K={K}")
+    out = torch.empty((M, K), dtype=x.dtype, device=x.device)
+    TILE_K = 8  # K = 33 is 5 tiles
+    sum_middle_kernel[(M, triton.cdiv(K, TILE_K))](out, x, N, K, BLOCK_N=triton.next_power_of_2(N), TILE_K=TILE_K,
+                                                    WIDE=wide)
+    return out
+
+
+@subject(**SUM_MIDDLE, name="zoo_sum_middle_tiles")
+def zoo_sum_middle_tiles(x):
+    """Correct: 64-bit row offsets."""
+    return _sum_middle(x, True, "zoo_sum_middle_tiles")
+
+
+@subject(**SUM_MIDDLE, name="zoo_sum_middle_tiles_int32",
+         xfail="pid_m * N * K is int32: past 2^31 elements the last rows are read 4 GiB before x")
+def zoo_sum_middle_tiles_int32(x):
+    """Bug: int32 row offsets."""
+    return _sum_middle(x, False, "zoo_sum_middle_tiles_int32")

@@ -9,6 +9,7 @@ from typing import Any
 
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.kinds.large_index.example import (
+    ExampleReport,
     input_dtype,
     large_index_plan,
     run_large_index_example,
@@ -32,21 +33,21 @@ class LargeIndexCell(CellKind):
             return plan
         return backend.untestable.get(plan.dtype)
 
-    def replay(self, context: CellContext, value: str, example: Any, *, notes: list[str] | None = None
+    def replay(self, context: CellContext, value: str, example: Any, *, report: ExampleReport | None = None
                ) -> Finding | str:
         """The one large-index example (it has no other: ``example`` is None)."""
-        return run_large_index_example(context.subject, context.backend, context.judge, notes=notes)
+        return run_large_index_example(context.subject, context.backend, context.judge, report=report)
 
     def run(self, context: CellContext, value: str) -> CellResult:
         subject, backend = context.subject, context.backend
         plan = large_index_plan(subject.contract)
-        notes: list[str] = []  # what the emulation could not check, or how it bounded the work
+        report = ExampleReport()  # what the emulation could not check, or how it bounded the work
         try:
-            verdict = self.replay(context, value, None, notes=notes)
+            verdict = self.replay(context, value, None, report=report)
         except NotImplementedError as exc:  # an interpreter without the hooks the emulation needs
             return skipped(subject, context.cell, str(exc))
         where = "real tensors" if backend.on_device else "emulated: lazy tensors, last programs of the grid"
-        where = "; ".join([where] + notes)
+        where = "; ".join([where] + report.notes)
         if isinstance(verdict, Finding):
             example = {"dims": plan.dims, "dtypes": {n: input_dtype(subject.contract, plan, n)
                                                      for n in subject.contract.inputs},
@@ -55,9 +56,9 @@ class LargeIndexCell(CellKind):
                           counterexample=Counterexample(example), examples=1,
                           reproducer=reproducer(subject, context.cell, backend, None, verdict))
         elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)
-        memory_only = any(n.startswith("memory only") for n in notes)
-        checked = "no address outside the tensors" if memory_only else "the last rows match the oracle"
+        checked = "the last rows match the oracle" if report.value_compared else "no address outside the tensors"
         params = f", parameters {list(plan.params)} whole" if plan.params else ""
         return cell_result(subject, context.cell, "honoured", f"{plan.dims} {plan.dtype} ({elements} elements"
                            f"{params}, {where}): {checked}", examples=1,
-                           details={"value_compared": not memory_only, "notes": notes} if notes else {})
+                           details={"value_compared": report.value_compared, "notes": report.notes}
+                           if report.notes else {})

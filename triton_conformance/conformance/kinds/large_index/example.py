@@ -30,15 +30,17 @@ wrapped lands in a gap, never in another tensor:
   (*unsafe: oob-write*), then the last rows of the output are compared.
 - **Interpreter:** the buffer is an unbacked mapping whose pages stay
   untouched until written; only the inputs' tails are filled, and
-  :func:`.tail_grid.tail_programs` makes the interpreter run only the last
-  few program ids along each grid axis while checking every address against
-  the launch's tensors: a load outside them is masked off and recorded, a
-  store outside them stops the launch before it writes (*unsafe: oob-write*).
-  Where those programs wrote the output's end but no whole row (a row spread
-  over several programs, as a grid over rows x heads does), the launch is
-  run again with 8, then 64 and 512 times as many.
-  The written suffix of the output is compared.  Only the touched pages cost
-  memory (a few MB), and the cell takes well under a second.
+  :func:`.tail_grid.tail_programs` makes each launch run its programs
+  backwards from the grid's last (whole rows of a grid over rows x tiles),
+  until they have reached every element past 2^31 of its huge tensors or
+  spent their cost allowance, with a persistent kernel's long loops cut to
+  their last iterations.  Every address is checked against the launch's
+  tensors: a load outside them is masked off and recorded, a store outside
+  them stops the launch before it writes (*unsafe: oob-write*).  The rows
+  those programs wrote at the output's end are compared; what the programs
+  that did not run would have written is never blamed on the kernel (the
+  result's notes say what was left unchecked).  Only the touched pages cost
+  memory (a few MB), and the cell takes a second or a few.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -60,13 +63,7 @@ from triton_conformance.conformance.kinds.large_index.plan import (
     LargeIndexPlan,
     large_index_plan,
 )
-from triton_conformance.conformance.kinds.large_index.tail_grid import (
-    LONG_LOOP,
-    TAIL_PROGRAMS,
-    WHOLE_AXIS,
-    OutOfBoundsAccess,
-    tail_programs,
-)
+from triton_conformance.conformance.kinds.large_index.tail_grid import OutOfBoundsAccess, tail_programs
 from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.config import on_cuda
@@ -76,10 +73,12 @@ from triton_conformance.model.performance import ITEMSIZE
 from triton_conformance.strategies._internal.tensors import torch_dtype
 from triton_conformance.strategies._internal.values import fill_values
 
-__all__ = ["LARGE", "EXTRA", "TAIL_ELEMENTS", "LargeIndexPlan", "OutOfBoundsAccess", "large_index_plan",
-           "run_large_index_example", "tail_programs"]
+__all__ = ["LARGE", "EXTRA", "TAIL_ELEMENTS", "ExampleReport", "LargeIndexPlan", "OutOfBoundsAccess",
+           "large_index_plan", "run_large_index_example", "tail_programs"]
 
-MAX_TAIL_PROGRAMS = TAIL_PROGRAMS * 8 ** 3  # emulated: programs per grid axis when a row spans several
+# Emulated: the most elements apart that one program's accesses of a tensor may lie for the program to count
+# as owning a block (a row of up to 65536 elements, a tile of rows); a persistent kernel's reach ~2^30 or more.
+LOCAL_REACH = 1 << 24
 
 
 # -- the example ------------------------------------------------------------------
@@ -88,7 +87,7 @@ _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value; Python
 
 
 _GAP_BYTE = 0xA5
-_GAP_CHUNK = 1 << 28  # bytes of a gap compared at a time (a 32 MiB mask)
+_GAP_CHUNK = 1 << 28  # bytes of a gap checked at once
 
 
 class _Arena:
@@ -142,16 +141,14 @@ class _Arena:
         names = [name for _, _, name in self.regions] + ["(after the last tensor)"]
         for lo, hi, name in zip(ends, starts, names):
             lo = -(-lo // 8) * 8  # whole words only
-            # In chunks: a gap is GiBs, and a kernel that wrapped may have written most of it; a mask or an
-            # index list of the whole gap would take the memory the tensors hold.
             changed, first = 0, None
-            for at in range(lo, hi, _GAP_CHUNK):
+            for at in range(lo, hi, _GAP_CHUNK):  # a chunk at a time: no mask or index list of a whole gap
                 words = self.buffer[at:min(hi, at + _GAP_CHUNK)].view(torch.int64) != pattern
-                n = int(words.sum())
-                if n and first is None:
-                    first = at + 8 * int(words.to(torch.uint8).argmax())
-                changed += n
-            if changed:
+                count = int(words.sum())
+                if count and first is None:
+                    first = at + 8 * int(words.to(torch.int32).argmax())
+                changed += count
+            if first is not None:
                 first += next(i for i, v in enumerate(self.buffer[first:first + 8].tolist()) if v != _GAP_BYTE)
                 return (f"{changed} words changed in the gap before {name}, the first "
                         f"{hi - first} bytes before its start (an int32 offset that wrapped around?)")
@@ -159,25 +156,25 @@ class _Arena:
 
 
 def _tail_server(rows_of: dict[int, int], arena: _Arena | None = None, served: list | None = None):
-    """An allocation server (:mod:`.allocations`): every ``torch.empty``-style allocation that is huge, or
-    split into the rows (it leads with the rows' dim: a loss or a statistic per row, far below 2^31
-    elements), gets poison in its last rows, and nothing else; with an ``arena``, huge ones are carved
-    from it.  ``served`` (a list) receives each row-split one, to tell which rows the programs wrote."""
+    """An allocation server (:mod:`.allocations`): every ``torch.empty``-style allocation that is huge or
+    leads with the rows gets poison in its last rows (so an unwritten row shows), and nothing else;
+    with an ``arena``, huge ones are carved from it.  ``served`` (a list) receives each one that leads
+    with the rows, to tell which rows the programs wrote (a launcher may return a converted copy)."""
     def serve(request):  # noqa: ANN001, ANN202 - an allocations.Request; a tensor or None
         meta = request.meta
-        split = meta.dim() > 0 and int(meta.shape[0]) in rows_of
-        if request.zero or (meta.numel() < LARGE and not split):
+        huge, rows = meta.numel() >= LARGE, (meta.shape[0] if meta.dim() else 1)
+        if request.zero or not (huge or rows in rows_of):
             return None  # small, or zeros (zeroing a lazy mapping would touch every page): torch's own
         t = None
-        if arena is not None and request.factory != "empty_strided" and meta.numel() >= LARGE:
+        if huge and arena is not None and request.factory != "empty_strided":
             t = arena.tensor(tuple(meta.shape), meta.dtype)
         if t is None:
             t = request.allocate()
-        if served is not None and split:
+        if served is not None and rows in rows_of:
             served.append(t)
-        if t.is_contiguous() and t.dtype.is_floating_point:
+        if t.is_contiguous() and t.dtype.is_floating_point and t.numel():
             row = t.numel() // t.shape[0] if t.dim() else 1
-            tail = t.view(-1)[-min(t.numel(), rows_of.get(t.shape[0] if t.dim() else 1, 1) * row):]
+            tail = t.view(-1)[-min(t.numel(), rows_of.get(rows, 1) * row):]
             pattern = int.from_bytes(poison_bytes(t.dtype), "little", signed=True)
             tail.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]).fill_(pattern)
         return t
@@ -230,32 +227,53 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
     return out
 
 
+@dataclass
+class ExampleReport:
+    """What the one example could not check, or how the emulation bounded its work: a line each
+    (``notes``), and whether any output was compared with the oracle (``value_compared``)."""
+
+    notes: list[str] = field(default_factory=list)
+    value_compared: bool = True
+
+    def unchecked(self, note: str) -> str:
+        """No output compared: only the memory checks applied."""
+        self.value_compared = False
+        self.notes.append(note)
+        return "honoured"
+
+
 def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed: int = 0, *,
-                            emulate: bool | None = None, notes: list[str] | None = None):
+                            emulate: bool | None = None, report: ExampleReport | None = None):
     """Run the cell's one example: a Finding, or ``"honoured"``.
 
-    ``emulate`` (default: on the CPU) runs only the last programs of the grid
-    on lazily allocated tensors; without it the whole grid runs on real
-    tensors, as on CUDA.  The written tail of each output is judged like any
-    example (``judge``: the subject's oracle, tolerance and error scale).
-    Parameter inputs (broadcast over the rows) are passed whole to the oracle.
+    ``emulate`` (default: on the CPU) runs the last programs of each launch
+    (:mod:`.tail_grid`) on lazily allocated tensors; without it the whole grid
+    runs on real ones.  The output's tail is compared with the oracle on the
+    inputs' tail through the same judge as every other example (``judge``: the
+    subject's oracle, tolerance and error scale).  Parameter inputs (broadcast
+    over the rows) are passed whole to the oracle.
 
-    An output that is not split into rows (a full reduction's 0-d result, or
-    a reduction over the rows) cannot be judged from the tails: emulated, only
-    the memory checks apply to it (every address of the programs that ran);
-    on real tensors it is judged against the oracle on the whole inputs.
-    ``notes`` (a list) receives a line for each such limit, for the message.
+    Emulated, nothing the programs that did not run would have done is blamed
+    on the kernel: the rows compared are the ones the programs that ran wrote
+    at the end of the output, and an unwritten end is the kernel's only where
+    the emulation can tell that no program it skipped would have written it
+    (:func:`_stops_short`).  An output that is not split into rows (a full
+    reduction's 0-d result, or a reduction over the rows) cannot be judged from
+    the tails: emulated, only the memory checks apply to it (every address of
+    the programs that ran); on real tensors it is judged against the oracle on
+    the whole inputs.  ``report`` receives a line for each such limit, and
+    whether any output was compared.
     """
-    notes = [] if notes is None else notes
+    report = ExampleReport() if report is None else report
     try:
         return _run_example(subject, backend, judge or Judge(subject, on_cuda=backend.compiles), seed, emulate,
-                            notes)
+                            report)
     finally:  # its tensors are gone: give their (GiBs of) device memory back to the other cells of this worker
         if backend.on_device:
             torch.cuda.empty_cache()
 
 
-def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: bool | None, notes: list[str]):
+def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: bool | None, report: ExampleReport):
     contract = subject.contract
     plan = large_index_plan(contract)
     if isinstance(plan, str):
@@ -263,63 +281,53 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
                               f"applies to: {plan}")
     device = backend.device
     row_inputs = plan.row_inputs(contract)
-    size = {n: plan.elements(contract, n) * ITEMSIZE[input_dtype(contract, plan, n)] for n in row_inputs}
-    largest = max(size.values())
-    # The gaps catch an int32 offset that wrapped, which only a tensor of 2^31 elements or more can do: their
-    # element size sets the gaps (an index input's int64 next to fp16 rows would otherwise make them 4 x larger).
-    huge = [n for n in row_inputs if plan.elements(contract, n) >= LARGE] or row_inputs
-    itemsize = max(ITEMSIZE[input_dtype(contract, plan, n)] for n in huge)
+    sizes = {n: ITEMSIZE[input_dtype(contract, plan, n)] for n in contract.inputs}
+    largest = max(plan.elements(contract, n) * sizes[n] for n in row_inputs)
+    # The gaps hold a wrapped offset of the widest huge tensor (an int64 index input is not one).
+    widest = max((sizes[n] for n in row_inputs if plan.elements(contract, n) >= LARGE), default=ITEMSIZE[plan.dtype])
     emulate = not backend.on_device if emulate is None else emulate
     rows, fill = plan.dims[plan.row_dim], plan.fill_rows
-    keep = TAIL_PROGRAMS
-    while True:
-        # Room for the inputs and their outputs (one output where the gaps are real memory).
-        with discarding_out_of_memory(f"building the large-index example {plan.dims} {plan.dtype}"):
-            arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, itemsize, device,
-                           reserve=emulate)
-            inputs = _build(contract, plan, device, seed, arena, emulate)
-        emulation = tail_programs(keep, whole_axis=WHOLE_AXIS, long_loop=LONG_LOOP) if emulate else \
-            contextlib.nullcontext()
-        served: list = []  # the row-split outputs as allocated (a launcher may return a converted copy)
-        with emulation as state, intercept_allocations(_tail_server({rows: fill}, arena, served)):
-            try:
-                raw = subject.launcher(**inputs, **plan.scalars)
-                backend.synchronize()
-            except Exception as exc:  # noqa: BLE001 - any exception is an outcome
-                raise_if_out_of_memory(exc, f"in the launcher, on {plan.dims} {plan.dtype}")  # the machine's
-                violation = getattr(state, "violation", None)
-                if violation is not None:
-                    return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "
-                                   f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
-                return Finding("crash", "exception", f"{type(exc).__name__} on {plan.dims} {plan.dtype}: {exc}",
-                               {"traceback": exception_text(exc)})
-        with discarding_out_of_memory("checking the gaps between the large-index tensors"):
-            damage = arena.gap_damage()
-        if damage is not None:
-            return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
-                           {"address_error": damage})
-        read = getattr(state, "read_violation", None)
-        if read is not None:
-            return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} "
-                           f"{plan.dtype}; the load was masked off)", {"address_error": str(read)})
-        outputs = as_tuple(raw)
-        if not emulate or keep >= MAX_TAIL_PROGRAMS or not any(_partly_written(o, rows, fill) for o in outputs):
-            break
-        keep *= 8  # the last programs wrote part of the last row only (rows spread over programs): more of them
-    if keep > TAIL_PROGRAMS:
-        notes.append(f"the last {keep} programs of each grid axis ran (fewer wrote no whole row: a row spans "
-                     "several programs)")
-    if getattr(state, "trimmed_loops", 0):
-        notes.append(f"persistent kernel: {state.trimmed_loops} loops of more than {state.long_loop} iterations "
-                     f"ran only their last {state.keep_iterations}")
+    # Room for the inputs and their outputs (one output where the gaps are real memory).
+    with discarding_out_of_memory(f"building the large-index example {plan.dims} {plan.dtype}"):
+        arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, widest, device,
+                       reserve=emulate)
+        inputs = _build(contract, plan, device, seed, arena, emulate)
+    emulation = tail_programs(cover_from=LARGE) if emulate else contextlib.nullcontext()
+    raw, error = None, None
+    served: list = []  # the allocations that lead with the rows, as served
+    with emulation as state, intercept_allocations(_tail_server({rows: fill}, arena, served)):
+        try:
+            raw = subject.launcher(**inputs, **plan.scalars)
+            backend.synchronize()
+        except Exception as exc:  # noqa: BLE001 - any exception is an outcome
+            raise_if_out_of_memory(exc, f"in the launcher, on {plan.dims} {plan.dtype}")  # the machine's limit
+            error = exc
+    if emulate and state.windows:
+        report.notes.append(f"programs run: {state.describe()}")
+    violation = getattr(state, "violation", None)
+    if violation is not None:
+        return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "
+                       f"{plan.dims} {plan.dtype})", {"address_error": str(violation)})
+    if error is not None:
+        return Finding("crash", "exception", f"{type(error).__name__} on {plan.dims} {plan.dtype}: {error}",
+                       {"traceback": exception_text(error)})
+    with discarding_out_of_memory("checking the gaps between the large-index tensors"):
+        damage = arena.gap_damage()
+    if damage is not None:
+        return Finding("unsafe", "oob-write", f"wrote outside every tensor: {damage} ({plan.dims} {plan.dtype})",
+                       {"address_error": damage})
+    read = getattr(state, "read_violation", None)
+    if read is not None:
+        return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} "
+                       f"{plan.dtype}; the load was masked off)", {"address_error": str(read)})
+    outputs = as_tuple(raw)
     dtypes = {n: input_dtype(contract, plan, n) for n in contract.inputs}
     if plan.reduced or any(isinstance(o, torch.Tensor) and (o.dim() == 0 or o.shape[0] != rows) for o in outputs):
         # A full reduction (or one over the rows): the answer depends on every row.
         if emulate:
-            notes.append("memory only: an output not split into rows (a reduction over the rows, or 0-d) was not "
-                         "compared, since only the last programs of the grid ran; every address they used was "
-                         "inside the tensors")
-            return "honoured"
+            return report.unchecked("memory only: an output not split into rows (a reduction over the rows, or "
+                                    "0-d) was not compared, since only the last programs of the grid ran; every "
+                                    "address they used was inside the tensors")
         with discarding_out_of_memory(f"judging the whole {plan.dims} output"):  # float64 copies of 2^31 elements
             found = judge.compare(inputs, plan.dims, dtypes, plan.scalars, outputs, where="whole ")
         return found if found is not None else "honoured"
@@ -333,14 +341,22 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
         if not isinstance(out, torch.Tensor):
             return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
         holes = unwritten_elements(out[-fill:])
-        # Emulated, only the last programs ran: a suffix of the rows is written.
-        rows_written = _written_suffix(holes) if emulate else fill
-        if rows_written == 0 or (not emulate and holes.any()):
-            first = tuple(int(v) for v in torch.nonzero(holes)[0]) if holes.any() else ()
+        suffix = _written_suffix(holes)
+        why = "" if not emulate else " (every program of the grid ran)" if state.complete else \
+            (" (the last programs of the grid ran, each within a block of its tensors: none wrote the output's end)"
+             if suffix == 0 and _stops_short(holes, state) else None)
+        if holes.any() and why is not None:
+            first = tuple(int(v) for v in torch.nonzero(holes)[0])
             return Finding("unsafe", "unwritten", f"output {i}: the last rows of a {tuple(out.shape)} output "
-                           f"were never written (first hole at tail row {first}; an offset that wrapped "
+                           f"were never written{why} (first hole at tail row {first}; an offset that wrapped "
                            "around 2^31 writes elsewhere)", {"unwritten": int(holes.sum())})
-        written = min(written, rows_written)
+        written = min(written, suffix)
+    if written == 0:
+        return report.unchecked("memory only: the programs the emulation ran wrote no whole row at the end of the "
+                                "output (it belongs to programs it did not run), so no row was compared; every "
+                                "address they used was inside the tensors")
+    if written < fill:
+        report.notes.append(f"the last {written} rows compared: the programs the emulation ran wrote those")
     tails = {n: (v if n in plan.params else v[-written:]) for n, v in inputs.items()}
     dims = {**plan.dims, plan.row_dim: written}
     with discarding_out_of_memory(f"judging the last {written} rows"):
@@ -349,13 +365,17 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
     return found if found is not None else "honoured"
 
 
-def _partly_written(out: Any, rows: int, fill: int) -> bool:
-    """Whether the emulated programs wrote the end of output ``out`` but not one whole row of it: a row
-    spread over more programs than ran (a grid over rows x heads), not a grid that stops short."""
-    if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != rows or out.numel() == 0:
-        return False
-    holes = unwritten_elements(out[-fill:])
-    return _written_suffix(holes) == 0 and not bool(holes.reshape(-1)[-1])
+def _stops_short(holes: Any, state: Any) -> bool:
+    """Whether an output whose end is unwritten, though not every program ran, is the kernel's fault.
+
+    So it is where the output's last element is unwritten, no loop was
+    trimmed, and every program that ran reached only a block of each tensor
+    (``reach``): programs that each own a block, run from the grid's last,
+    own the end of the output, and none of them wrote it (a grid that stops
+    short).  A persistent kernel's programs each reach rows all over the
+    tensors, so the end may be a program's that did not run: not blamed.
+    """
+    return bool(holes.reshape(-1)[-1]) and not state.trimmed_loops and state.reach <= LOCAL_REACH
 
 
 def _written_suffix(holes: Any) -> int:

@@ -29,6 +29,7 @@ MODULES = (
     "zoo_features",
     "zoo_launchers",
     "zoo_gradients",
+    "zoo_gradient_reach",
     "zoo_autotune",
     "zoo_semantics",
 )

@@ -31,6 +31,7 @@ MODULES = (
     "zoo_gradients",
     "zoo_gradient_reach",
     "zoo_autotune",
+    "zoo_autotune_reach",
     "zoo_semantics",
 )
 

@@ -9,16 +9,23 @@ config get these cells (:func:`..autotune.tuners_for`), so the others pay nothin
   where the kernel's own pruning drops the config is discarded; a cell whose
   every draw pruned it is skipped.  The config is named in the message and in
   ``details["config"]``, with the launches and (on CUDA) compiles per config.
+  For a subject that declares a backward, each example runs the backward
+  battery too, under the same pins: the backward's tuned kernels are found
+  with the forward's (an autograd Function's methods), and each of their
+  configs is a variant of its own as well.
 - ``autotune:benchmark``: every surviving config runs on the same inputs first,
   as the tuning benchmark does, then the final call is judged: an in-place or
   accumulated argument the benchmark leaves corrupted (no ``reset_to_zero`` /
   ``restore_value``) is a wrong answer.
 - ``autotune:order``: the benchmark in the pruned order and reversed, the same
   winner both times: the final outputs must agree bit for bit (and be right).
-- ``autotune:key``: a shape with one dim made small is tuned first, each of its
-  survivors chosen in turn; then the drawn shape runs with the tuner's cache
-  kept.  Where the key (``key=[...]``) does not cover that dim, the cached
-  choice is reused, and must still be right.
+- ``autotune:key``: for each dim, the shape is tuned first with that dim at
+  other sizes (its neighbours, the multiple of 16 below, half, the minimum,
+  double: :func:`~.probes.prime_sizes`), each survivor there chosen in turn;
+  then the drawn shape runs with the tuner's cache kept.  Where the key
+  (``key=[...]``) does not tell the sizes apart, the cached choice is reused,
+  and must still be right.  The benchmark cell runs a backward too; the order
+  and key probes run the forward.
 """
 
 from __future__ import annotations
@@ -53,8 +60,8 @@ class AutotuneCells(CellKind):
                   "does: in-place arguments need reset_to_zero / restore_value"),
         CellClass("order", "the tuning benchmark in two orders, one winner: the result may not depend on "
                   "which config ran first"),
-        CellClass("key", "a shape tuned first, then one whose key values match but another dim differs: "
-                  "the cached choice must still be right"),
+        CellClass("key", "a shape tuned first with one dim at other sizes (neighbours, a multiple of 16, half, "
+                  "the minimum), then the drawn one: a choice cached under the same key values must still be right"),
     ))
 
     def values(self, subject: Subject) -> tuple[str, ...]:
@@ -103,7 +110,8 @@ class AutotuneCells(CellKind):
                 name = config_name(tuner.configs[index]) if index < len(tuner.configs) else None
                 tuning.pins[id(tuner)] = name
                 named.append(tuning.label(tuner, name) if name else f"{tuner.base_fn.__name__}: its first survivor")
-            what = "config " + "; ".join(named)
+            what = "config " + "; ".join(named) + (
+                " (forward and backward)" if context.subject.contract.backward is not None else "")
             return TunedExamples(context, tuning), what, {"config": "; ".join(named), "config_index": index}
         if value == "benchmark":
             tuning.policy, tuning.order = "bench", "forward"
@@ -130,8 +138,8 @@ class AutotuneCells(CellKind):
             message = f"{what}: {result.message}" if what else result.message
             if probing and result.outcome == "honoured":
                 message += ": " + ("the tuning benchmark in both orders gave the same bits and the right answer"
-                                   if value == "order" else "every choice cached at a shape with one dim made small "
-                                   "was still right at the drawn shape (or the key told the shapes apart)")
+                                   if value == "order" else "every choice cached at a shape with one dim at another "
+                                   "size was still right at the drawn shape (or the key told the shapes apart)")
             return dataclasses.replace(result, message=message, details=details)
 
 

@@ -14,8 +14,8 @@ attributes only, removed afterwards), so that a launch
 - ``bench``: runs every surviving config on the same inputs first, as the
   autotuner's benchmark does (``reset_to_zero`` / ``restore_value`` hooks
   included), in a chosen order, with a fixed winner, then the final call;
-- ``choose``: runs the ``j``-th survivor (priming the tuner's cache for the
-  ``autotune:key`` cell).
+- ``choose``: runs the first survivor not in ``avoid`` (priming the tuner's
+  cache for the ``autotune:key`` cell with a config not tried yet).
 
 Each launch of the kernel is attributed to its config (``launches``), and on
 CUDA each new specialization too (``compiles``).  Under the interpreter the
@@ -42,27 +42,84 @@ from triton_conformance.compat import surviving_configs
 from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument
 
-__all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",
-           "AUTOTUNED_ATTR", "quick_benchmarks", "QUICK_BENCH_RUNS"]
+__all__ = ["autotuned", "tuner_of", "tuners_for", "kernel_caches", "clear_tuning", "config_name", "ConfigPruned",
+           "Tuning", "BENCH_RUNS", "AUTOTUNED_ATTR", "quick_benchmarks", "QUICK_BENCH_RUNS", "MAX_LAYERS"]
 
 AUTOTUNED_ATTR = "__conformance_autotuned__"
 BENCH_RUNS = 1  # kernel_call()s per config in an emulated do_bench: one already shows a missing reset
 # Timed runs per config when a real tuner benchmarks on CUDA during a cell: enough to rank configs,
 # where do_bench's 25 ms warm-up and 100 ms of repetitions cost half a second a tuning of four configs.
 QUICK_BENCH_RUNS = 3
+# .fn layers walked from a kernel to its tuner: heuristics, a library's caching wrapper, its tuner subclass.
+MAX_LAYERS = 8
 _FOREIGN = ("torch", "triton", "numpy", "hypothesis", "triton_conformance", "builtins", "typing", "functools")
 
 
-def tuner_of(obj: Any) -> Any:
-    """The ``triton.runtime.autotuner.Autotuner`` behind ``obj`` (through ``@triton.heuristics``), or None."""
-    k = obj
-    for _ in range(8):
+def _wrapped(obj: Any) -> Any:
+    """What ``obj`` wraps, one layer down, or None: ``.fn`` of triton's own wrappers (``@triton.heuristics``)
+    and of a library's caching wrapper (FlagGems' ``LibEntry``), read from the instance's own attributes only
+    (no property runs), never of a function, class or module."""
+    if obj is None or isinstance(obj, (types.FunctionType, types.MethodType, type, types.ModuleType)):
+        return None
+    if type(obj).__module__.startswith("triton."):
+        return getattr(obj, "fn", None)
+    return getattr(obj, "__dict__", {}).get("fn")
+
+
+def _chain(obj: Any) -> tuple[Any, tuple]:
+    """The ``Autotuner`` (any subclass: FlagGems' ``LibTuner``) behind ``obj``, a few ``.fn`` layers down,
+    and the library wrappers above it (not triton's own), or (None, ())."""
+    k, above = obj, []
+    for _ in range(MAX_LAYERS):
         if isinstance(k, Autotuner):
-            return k
-        if k is None or not type(k).__module__.startswith("triton."):
-            return None
-        k = getattr(k, "fn", None)
-    return None
+            return k, tuple(above)
+        if k is not None and not type(k).__module__.startswith("triton."):
+            above.append(k)
+        k = _wrapped(k)
+        if k is None:
+            break
+    return None, ()
+
+
+def tuner_of(obj: Any) -> Any:
+    """The ``triton.runtime.autotuner.Autotuner`` behind ``obj`` (through ``@triton.heuristics`` and a library's
+    caching wrapper that exposes ``.fn``), or None."""
+    tuner, above = _chain(obj)
+    if above:
+        _wrappers_above.setdefault(id(tuner), (tuner, []))
+        known = _wrappers_above[id(tuner)][1]
+        known.extend(w for w in above if all(w is not v for v in known))
+    return tuner
+
+
+# id(tuner) -> (tuner, the library wrappers found above it): their kernel caches are cleared with its cache.
+_wrappers_above: dict[int, tuple[Any, list]] = {}
+
+
+def kernel_caches(tuner: Any) -> list[dict]:
+    """The kernel caches of the library wrappers found above ``tuner`` (their ``*cache*`` attributes holding a
+    dict, or a tuple or list of dicts: FlagGems' ``LibEntry.kernel_cache``, one dict a device).  Such a wrapper
+    launches what it cached for the arguments' specialization without asking the tuner again, so a config
+    pinned after its first launch would never run unless these are cleared with the tuner's own cache."""
+    hit = _wrappers_above.get(id(tuner))
+    if hit is None or hit[0] is not tuner:
+        return []
+    caches = []
+    for wrapper in hit[1]:
+        for name, value in vars(wrapper).items():
+            if "cache" not in name.lower():
+                continue
+            for d in (value if isinstance(value, (tuple, list)) else (value,)):
+                if isinstance(d, dict):
+                    caches.append(d)
+    return caches
+
+
+def clear_tuning(tuner: Any) -> None:
+    """Forget ``tuner``'s choices: its cache, and the kernels the wrappers above it cached."""
+    tuner.cache.clear()
+    for cache in kernel_caches(tuner):
+        cache.clear()
 
 
 def autotuned(*kernels: Any) -> Callable[[Any], Any]:
@@ -199,7 +256,7 @@ def _compat_pruned() -> bool:
 
 class Tuning:
     """Hooks on every tuner of a cell; a context manager.  Set ``policy`` (and ``pins`` / ``order`` /
-    ``choice``) before each launch; read ``launches``, ``compiles``, ``survivors``, ``tuned``."""
+    ``avoid``) before each launch; read ``launches``, ``compiles``, ``survivors``, ``tuned``, ``chosen``."""
 
     def __init__(self, tuners: Iterable[Any], backend: Any = None):
         self.tuners = tuple(tuners)
@@ -207,7 +264,9 @@ class Tuning:
         self.policy = "pin"
         self.pins: dict[int, str | None] = {}  # id(tuner) -> config name (None: the first survivor)
         self.order = "forward"  # the benchmark's order: "forward" (as pruned) or "reversed"
-        self.choice = 0  # "choose": the index of the survivor that runs
+        self.avoid: dict[int, set[str]] = {}  # "choose": id(tuner) -> configs not to choose (already tried)
+        self.chosen: dict[int, str] = {}  # "choose": id(tuner) -> the config its last tuning chose
+        self.fresh = False  # "choose": whether the last tunings chose a config not in avoid
         self.clear_cache = True  # each launch tunes afresh (False: the tuner's cache is kept)
         self.launches: Counter = Counter()
         self.compiles: Counter = Counter()
@@ -241,7 +300,7 @@ class Tuning:
     def __enter__(self) -> "Tuning":
         compat = _compat_pruned()
         for tuner in self.tuners:
-            tuner.cache.clear()
+            clear_tuning(tuner)
 
             def prune(kwargs: dict, tuner: Any = tuner) -> list:
                 result = list(Autotuner.prune_configs(tuner, kwargs))
@@ -261,7 +320,12 @@ class Tuning:
                         raise ConfigPruned(tuner.base_fn.__name__, want, names)
                     return [survivors[names.index(want)]]
                 if self.policy == "choose":
-                    return [survivors[min(self.choice, len(survivors) - 1)]]
+                    avoid = self.avoid.get(id(tuner), set())
+                    fresh = [c for c, n in zip(survivors, names) if n not in avoid]
+                    self.fresh = self.fresh or bool(fresh)
+                    pick = (fresh or survivors)[0]
+                    self.chosen[id(tuner)] = config_name(pick)
+                    return [pick]
                 ordered = survivors if self.order == "forward" else survivors[::-1]
                 self.benchmarked[id(tuner)] = [config_name(c) for c in ordered]
                 return ordered
@@ -326,7 +390,7 @@ class Tuning:
                 obj.__dict__[attr] = value
         self._saved.clear()
         for tuner in self.tuners:
-            tuner.cache.clear()
+            clear_tuning(tuner)
 
     # -- the launcher ---------------------------------------------------------------------------------
     def wrap(self, subject: Any) -> Any:
@@ -336,7 +400,7 @@ class Tuning:
         def tuned_launcher(**kw: Any) -> Any:
             if self.clear_cache:
                 for tuner in self.tuners:
-                    tuner.cache.clear()
+                    clear_tuning(tuner)
             return launcher(**kw)
 
         tuned_launcher.__qualname__ = getattr(launcher, "__qualname__", "launcher")

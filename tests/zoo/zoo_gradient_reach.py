@@ -24,6 +24,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels_under_test.rms_norm import rms_norm_grad_scale, rms_norm_oracle
 from triton_conformance import Dim, Scalar, Tensor, register
 from triton_conformance.model.contract import Backward
 
@@ -164,22 +165,14 @@ def _rms_rows_function(slots):
     return RMSNormRows
 
 
-def _rms_grad_scale(x, weight, eps, grad_output):
-    """The terms each gradient sums, in absolute value: dx's two terms cancel in a row of one element."""
-    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    wg = (weight * grad_output).abs()
-    dx = rstd * (wg + x.abs() * rstd * rstd * (x.abs() * wg).mean(-1, keepdim=True))
-    return {"x": dx, "weight": (grad_output * x * rstd).abs().sum(0)}
-
-
 RMS_ROWS = dict(
     family="zoo_rms_norm_rows",
     inputs={"x": Tensor(("M", "N"), dtypes=("float32",)), "weight": Tensor(("N",), dtypes=("float32",))},
     dims=ROWS_DIMS,
     scalars={"eps": Scalar(1e-6, 1e-3)},
-    oracle=lambda x, weight, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight,
+    oracle=rms_norm_oracle,
     reduces="N",
-    backward=Backward(grads=("x", "weight"), error_scale=_rms_grad_scale),
+    backward=Backward(grads=("x", "weight"), error_scale=rms_norm_grad_scale),
 )
 
 register(_rms_rows_function(slots_per_program), name="zoo_rms_norm_rows", **RMS_ROWS)

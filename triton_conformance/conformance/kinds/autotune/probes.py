@@ -27,15 +27,16 @@ from typing import Any, ClassVar
 
 import torch
 
-from triton_conformance.conformance.battery.backward import GRAD_OUTPUT, output_shape, run_gradient_example
+from triton_conformance.conformance.battery.backward import run_gradient_example
 from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.battery.launching import launch, outputs_of
+from triton_conformance.conformance.battery.runners import BackwardExamples
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning
 from triton_conformance.conformance.results import counterexample
 from triton_conformance.conformance.search.discards import ExampleDiscarded
-from triton_conformance.model.outcomes import Counterexample, Finding, TensorView
-from triton_conformance.model.spec import Spec, strides_for
+from triton_conformance.model.outcomes import Counterexample, Finding
+from triton_conformance.model.spec import Spec
 from triton_conformance.strategies._internal.tensors import build_inputs
 
 __all__ = ["TunedExamples", "ProbeExamples", "order_probe", "key_probe", "prime_sizes"]
@@ -60,14 +61,9 @@ class TunedExamples:
         return run_gradient_example(subject, spec, c.backend, c.judge, allowance=c.allowance)
 
     def counterexample(self, spec: Spec) -> Counterexample:
-        subject = self.context.subject
-        if subject.contract.backward is None:
-            return counterexample(subject, spec)
-        shape = output_shape(subject, spec)  # the backward's grad_output, as the grad cells' counterexamples give it
-        strides, offset, _ = strides_for(shape, spec.layout(GRAD_OUTPUT))
-        dtype = spec.dtypes[subject.contract.backward.grads[0]]
-        return counterexample(subject, spec, {GRAD_OUTPUT: TensorView(shape=shape, strides=strides,
-                                                                      storage_offset=offset, dtype=dtype)})
+        if self.context.subject.contract.backward is None:
+            return counterexample(self.context.subject, spec)
+        return BackwardExamples(self.context).counterexample(spec)  # grad_output named too
 
 
 @dataclass

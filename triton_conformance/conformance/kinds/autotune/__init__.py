@@ -21,11 +21,12 @@ config get these cells (:func:`..autotune.tuners_for`), so the others pay nothin
   winner both times: the final outputs must agree bit for bit (and be right).
 - ``autotune:key``: for each dim, the shape is tuned first with that dim at
   other sizes (its neighbours, the multiple of 16 below, half, the minimum,
-  double: :func:`~.probes.prime_sizes`), each survivor there chosen in turn;
-  then the drawn shape runs with the tuner's cache kept.  Where the key
-  (``key=[...]``) does not tell the sizes apart, the cached choice is reused,
-  and must still be right.  The benchmark cell runs a backward too; the order
-  and key probes run the forward.
+  double: :func:`~.probes.prime_sizes`), each config that survives the
+  pruning there but not at the drawn shape chosen in turn; then the drawn
+  shape runs with the tuner's cache kept.  Where the key (``key=[...]``) does
+  not tell the sizes apart, the cached choice is reused, and must still be
+  right.  The benchmark cell runs a backward too; the order and key probes
+  run the forward.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class AutotuneCells(CellKind):
         CellClass("order", "the tuning benchmark in two orders, one winner: the result may not depend on "
                   "which config ran first"),
         CellClass("key", "a shape tuned first with one dim at other sizes (neighbours, a multiple of 16, half, "
-                  "the minimum), then the drawn one: a choice cached under the same key values must still be right"),
+                  "the minimum), then the drawn one: a config cached under the same key values, where the "
+                  "pruning would drop it, must still be right"),
     ))
 
     def values(self, subject: Subject) -> tuple[str, ...]:
@@ -138,8 +140,9 @@ class AutotuneCells(CellKind):
             message = f"{what}: {result.message}" if what else result.message
             if probing and result.outcome == "honoured":
                 message += ": " + ("the tuning benchmark in both orders gave the same bits and the right answer"
-                                   if value == "order" else "every choice cached at a shape with one dim at another "
-                                   "size was still right at the drawn shape (or the key told the shapes apart)")
+                                   if value == "order" else "every config cached at another size of a dim, where "
+                                   "the kernel's pruning drops it at the drawn shape, was still right there (or the "
+                                   "key told the shapes apart)")
             return dataclasses.replace(result, message=message, details=details)
 
 

@@ -11,12 +11,14 @@ the :class:`~.tuning.Tuning` hooks say which config runs.
   the same winner both times: the final outputs must agree bit for bit (and be right);
 - the **key** probe: for each dim, the shape is tuned first with that dim at
   other sizes (:func:`prime_sizes`: its neighbours, the multiple of 16 below,
-  half, the minimum, double), each survivor there not tried yet chosen in turn;
-  then the drawn shape runs with the tuner's cache kept.  Where the key
-  (``key=[...]``) does not tell the two sizes apart, the cached choice is
-  reused, and must still be right.  Sizes other than the minimum matter: a
-  config the kernel's pruning keeps only at some sizes (a split-K that must
-  divide K) is cached only there.
+  half, the minimum, double), and each config that survives the kernel's
+  pruning there but not at the drawn shape is chosen in turn; then the drawn
+  shape runs with the tuner's cache kept.  Where the key (``key=[...]``) does
+  not tell the two sizes apart, the cached choice is reused where the kernel's
+  own pruning would have dropped it, and must still be right.  (A config the
+  pruning keeps at the drawn shape runs there in the config cells.)  Sizes
+  other than the minimum matter: a config the pruning keeps only at some sizes
+  (a split-K that must divide K) is cached only there.
 """
 
 from __future__ import annotations
@@ -147,29 +149,45 @@ def prime_sizes(contract: Any, sym: str, n: int) -> list[int]:
 
 
 def key_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
-    """For each dim, each survivor chosen at another size of it (:func:`prime_sizes`), then ``spec`` run with
-    the cache kept: a choice cached under a key that does not tell the sizes apart must still be right."""
+    """For each dim, each config that survives the pruning at another size of it (:func:`prime_sizes`) but
+    not at ``spec``, chosen there, then ``spec`` run with the cache kept: a choice cached under a key that
+    does not tell the sizes apart must still be right where the pruning would have dropped it."""
     contract = context.subject.contract
     subject = tuning.wrap(context.subject)
+    kept_here = _survivors_at(context, tuning, subject, spec)
     for sym in sorted(spec.dims, key=lambda s: -spec.dims[s]):
-        tried: dict[int, set[str]] = {}  # id(tuner) -> configs a cached choice ran at spec
+        # Configs not to prime: those kept at spec (the config cells run them there), then those tried.
+        tried = {tuner_id: set(names) for tuner_id, names in kept_here.items()}
         told_apart = 0  # sizes where the drawn shape was tuned afresh: the key covers this dim there
         for size in prime_sizes(contract, sym, spec.dims[sym]):
-            if told_apart >= 2 and not tried:
+            if told_apart >= 2:
                 break  # the key tells the drawn size from both its neighbours: it covers this dim
             prime = replace(spec, dims={**spec.dims, sym: size})
             if expectation(contract, prime).kind != "honour":
                 continue
-            found, apart = _reuse_at(context, tuning, subject, spec, prime, sym, tried)
+            found, apart = _reuse_at(context, tuning, subject, spec, prime, sym, tried, kept_here)
             if found is not None:
                 return found
             told_apart += apart
     return None
 
 
+def _survivors_at(context: Any, tuning: Tuning, subject: Any, spec: Spec) -> dict[int, list[str]]:
+    """The configs each tuner's pruning keeps at ``spec`` (one launch; none known if it fails there)."""
+    tuning.policy, tuning.clear_cache, tuning.avoid = "choose", True, {}
+    tuning.survivors.clear()
+    try:
+        _launch_outputs(subject, spec, context.backend)
+    except ExampleDiscarded:
+        raise
+    except Exception:  # noqa: BLE001 - the drawn shape's own failure is another cell's finding
+        return {}
+    return {tuner_id: list(names) for tuner_id, names in tuning.survivors.items()}
+
+
 def _reuse_at(context: Any, tuning: Tuning, subject: Any, spec: Spec, prime: Spec, sym: str,
-              tried: dict[int, set[str]]) -> tuple[Finding | None, bool]:
-    """At one priming shape, each survivor not yet ``tried`` chosen in turn, then ``spec`` run with the cache
+              tried: dict[int, set[str]], kept_here: dict[int, list[str]]) -> tuple[Finding | None, bool]:
+    """At one priming shape, each survivor not in ``tried`` chosen in turn, then ``spec`` run with the cache
     kept: (a finding, whether the key told ``prime`` from ``spec``)."""
     while True:
         tuning.policy, tuning.clear_cache, tuning.avoid, tuning.fresh = "choose", True, tried, False
@@ -199,9 +217,10 @@ def _reuse_at(context: Any, tuning: Tuning, subject: Any, spec: Spec, prime: Spe
             tried.setdefault(tuner_id, set()).add(name)
         if isinstance(verdict, Finding):
             key = {t.base_fn.__name__: list(t.keys) for t in tuning.tuners}
+            kept = {t.base_fn.__name__: kept_here[id(t)] for t in tuning.tuners if id(t) in kept_here}
             message = (f"tuned first at {prime.dims}, where {', '.join(cached.values())} was chosen; then "
                        f"{spec.dims} ran with the same key values ({sym} is not covered by key={key}), "
-                       f"so the cached choice ran: {verdict.message}")
+                       f"so the cached choice ran where the kernel's pruning keeps only {kept}: {verdict.message}")
             return replace(verdict, message=message, details={
                 **verdict.details, "prime": prime.dims, "cached_config": cached, "key": key,
-                "uncovered_dim": sym}), False
+                "uncovered_dim": sym, "kept_at_drawn_shape": kept}), False

@@ -135,6 +135,17 @@ def cover_autotune_one_config(x):
     return _one_block(double_one_config, x)
 
 
+double_five_configs = triton.autotune(configs=CONFIGS + [triton.Config({"BLOCK": 256}, num_warps=8)], key=["n"],
+                                      prune_configs_by={"early_config_prune": keep_wide_enough})(_double_block)
+
+
+@subject(**{**VEC, "dims": {"N": Dim(1, 128)}}, family="cover_autotune_unreached")
+def cover_autotune_unreached(x):
+    if x.shape[0] > 10**6:  # never, inside the contract (N <= 128): found in the code, never launched
+        return _one_block(double_five_configs, x)
+    return _one_block(double_one_block, x)
+
+
 # %% The benchmark: an atomic accumulation into an in-place output, with and without reset_to_zero.
 
 SUM_CONFIGS = [triton.Config({"BLOCK": b}) for b in (16, 32, 64, 128)]
@@ -437,3 +448,11 @@ def test_the_config_cells_of_a_subject_with_a_backward_run_its_tuned_backward_in
         if before[0]:
             compat.install(before[0], target=before[1])
     assert run_cell(zoo.zoo_layer_norm_autotuned_bwd, "autotune:config3", config=CI).outcome == "honoured"
+
+
+def test_a_config_cell_whose_kernel_no_draw_launches_says_so_instead_of_passing():
+    assert set(tuners_for(cover_autotune_unreached)) == {double_one_block, double_five_configs}
+    unrun = run_cell(cover_autotune_unreached, "autotune:config4", config=CI)  # the fifth config: only its own
+    assert unrun.outcome == "skipped" and "never launched: no draw reached _double_block" in unrun.message
+    first = run_cell(cover_autotune_unreached, "autotune:config3", config=CI)
+    assert first.outcome == "honoured" and "(_double_block never launched" in first.message, first.message

@@ -38,6 +38,7 @@ from typing import Any
 from triton_conformance.conformance.kinds.autotune.probes import ProbeExamples, TunedExamples, key_probe, order_probe
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning, config_name, quick_benchmarks, tuners_for
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
+from triton_conformance.conformance.results import skipped
 from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
@@ -143,7 +144,20 @@ class AutotuneCells(CellKind):
                                    if value == "order" else "every config cached at another size of a dim, where "
                                    "the kernel's pruning drops it at the drawn shape, was still right there (or the "
                                    "key told the shapes apart)")
+            if value.startswith("config") and result.passed and result.outcome != "skipped":
+                unrun = _never_launched(tuning, int(value[6:]))
+                if unrun and len(unrun) == sum(int(value[6:]) < len(t.configs) for t in tuning.tuners):
+                    return skipped(context.subject, context.cell, f"{what}: never launched: no draw reached "
+                                   f"{', '.join(unrun)} (the launcher ran another kernel)", details=details)
+                if unrun:
+                    message += f" ({', '.join(unrun)} never launched: no draw reached it)"
             return dataclasses.replace(result, message=message, details=details)
+
+
+def _never_launched(tuning: Tuning, index: int) -> list[str]:
+    """The kernels whose config #``index`` was pinned but never launched (the draws reached other kernels)."""
+    return [t.base_fn.__name__ for t in tuning.tuners
+            if index < len(t.configs) and not tuning.launches[tuning.label(t, config_name(t.configs[index]))]]
 
 
 def _config_details(tuning: Tuning, backend: Any) -> dict:

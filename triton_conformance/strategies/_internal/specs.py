@@ -16,7 +16,7 @@ from triton_conformance.errors import InvalidArgument
 from triton_conformance.strategies._internal.validation import check_one_of
 
 __all__ = ["specs", "in_shape_class", "is_bounded", "outer_dims", "UNBOUNDED", "SHAPE_CLASSES", "LAYOUT_DRAWS",
-           "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK", "WIDE_OUTER_FROM"]
+           "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK", "WIDE_OUTER_FROM", "WIDE_OUTER_SPREAD"]
 
 DEFAULT_MAX_ELEMENTS = 1 << 14
 # Dims other than the widest one are the grid in most kernels, and each program
@@ -30,8 +30,10 @@ BEYOND_BLOCK = 4097
 WIDE_ODDS = 15
 WIDE_OUTER_FACTOR = 4
 # An outer dim past the programs a launch plausibly sizes a buffer for (one slot per SM: 108 on an A100,
-# 132 on an H100, 148 on a B200; 128 or 256 rows of partial sums): the "wide-outer" class draws from here.
+# 132 on an H100, 148 on a B200, 304 on an MI300X; 128 or 256 rows of partial sums): the "wide-outer"
+# class draws from WIDE_OUTER_FROM to WIDE_OUTER_SPREAD, or in the top half of the dim's range.
 WIDE_OUTER_FROM = 129
+WIDE_OUTER_SPREAD = 512
 
 
 def _dim_order(contract: Contract) -> list[str]:
@@ -142,13 +144,15 @@ def outer_dims(contract: Contract) -> list[str]:
 
 def _wide_outer(contract: Contract, sym: str, budget: int):
     """Strategy pinning outer dim ``sym`` past :data:`WIDE_OUTER_FROM`: half the draws in the top half of its
-    range (capped at twice the element budget, as past a block), half spread over its octaves (129-256,
-    257-512, ...), so a threshold anywhere in the range is crossed and the cheap sizes are not starved."""
+    range (capped at twice the element budget, as past a block), half just past any SM count (the octaves
+    129-256 and 257-512).  A threshold anywhere below the top half is crossed there; the sizes between cost
+    more than either (an interpreted program a row) and cross no threshold the top half does not."""
     d = contract.dims[sym]
     lo = max(d.min, WIDE_OUTER_FROM)
     hi = max(lo, min(d.max, 2 * budget))
     top = st.integers(max(lo, hi // 2 + 1), hi)
-    octaves = [(max(lo, (1 << (e - 1)) + 1), min(hi, 1 << e)) for e in range(lo.bit_length(), hi.bit_length() + 1)]
+    near = max(lo, min(hi, WIDE_OUTER_SPREAD))
+    octaves = [(max(lo, (1 << (e - 1)) + 1), min(near, 1 << e)) for e in range(lo.bit_length(), near.bit_length() + 1)]
     octaves = [(a, b) for a, b in octaves if a <= b]
     spread = st.sampled_from(octaves).flatmap(lambda ab: st.integers(*ab))
     return st.one_of(top, spread).map(lambda n: {sym: n})

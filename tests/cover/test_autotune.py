@@ -380,7 +380,7 @@ def test_the_probe_cells_draw_with_the_run_seed_unless_the_profile_is_derandomiz
 
 
 def test_a_library_caching_wrapper_is_seen_through_and_its_kernel_cache_cleared_with_the_tuner():
-    from triton_conformance.conformance.kinds.autotune.tuning import tuner_of
+    from triton_conformance.conformance.kinds.autotune.wrappers import tuner_of
 
     assert tuners_for(cover_autotune_library_wrapper) == (WRAPPED.fn,)
     assert _cells(cover_autotune_library_wrapper)[:4] == [f"autotune:config{i}" for i in range(4)]

@@ -3,7 +3,8 @@
 A subject's ``@triton.autotune`` kernels are the ones its launcher declares
 (``@autotuned(kernel, ...)`` under ``@subject``) or, by default, the ones its
 code reveals: the launcher's globals, closure and the helpers (functions,
-classes, modules) it names, a few calls deep.
+classes, modules) it names, a few calls deep; behind a library's wrappers too
+(:mod:`.wrappers`, whose kernel caches are cleared with the tuner's).
 
 :class:`Tuning` hooks each tuner for the duration of a cell (instance
 attributes only, removed afterwards), so that a launch
@@ -39,87 +40,19 @@ from triton.runtime.autotuner import Autotuner
 from triton_conformance import compat
 from triton_conformance.compat import surviving_configs
 
+from triton_conformance.conformance.kinds.autotune.wrappers import clear_tuning, tuner_of
 from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument
 
-__all__ = ["autotuned", "tuner_of", "tuners_for", "kernel_caches", "clear_tuning", "config_name", "ConfigPruned",
-           "Tuning", "BENCH_RUNS", "AUTOTUNED_ATTR", "quick_benchmarks", "QUICK_BENCH_RUNS", "MAX_LAYERS"]
+__all__ = ["autotuned", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS", "AUTOTUNED_ATTR",
+           "quick_benchmarks", "QUICK_BENCH_RUNS"]
 
 AUTOTUNED_ATTR = "__conformance_autotuned__"
 BENCH_RUNS = 1  # kernel_call()s per config in an emulated do_bench: one already shows a missing reset
 # Timed runs per config when a real tuner benchmarks on CUDA during a cell: enough to rank configs,
 # where do_bench's 25 ms warm-up and 100 ms of repetitions cost half a second a tuning of four configs.
 QUICK_BENCH_RUNS = 3
-# .fn layers walked from a kernel to its tuner: heuristics, a library's caching wrapper, its tuner subclass.
-MAX_LAYERS = 8
 _FOREIGN = ("torch", "triton", "numpy", "hypothesis", "triton_conformance", "builtins", "typing", "functools")
-
-
-def _wrapped(obj: Any) -> Any:
-    """What ``obj`` wraps, one layer down, or None: ``.fn`` of triton's own wrappers (``@triton.heuristics``)
-    and of a library's caching wrapper (FlagGems' ``LibEntry``), read from the instance's own attributes only
-    (no property runs), never of a function, class or module."""
-    if obj is None or isinstance(obj, (types.FunctionType, types.MethodType, type, types.ModuleType)):
-        return None
-    if type(obj).__module__.startswith("triton."):
-        return getattr(obj, "fn", None)
-    return getattr(obj, "__dict__", {}).get("fn")
-
-
-def _chain(obj: Any) -> tuple[Any, tuple]:
-    """The ``Autotuner`` (any subclass: FlagGems' ``LibTuner``) behind ``obj``, a few ``.fn`` layers down,
-    and the library wrappers above it (not triton's own), or (None, ())."""
-    k, above = obj, []
-    for _ in range(MAX_LAYERS):
-        if isinstance(k, Autotuner):
-            return k, tuple(above)
-        if k is not None and not type(k).__module__.startswith("triton."):
-            above.append(k)
-        k = _wrapped(k)
-        if k is None:
-            break
-    return None, ()
-
-
-def tuner_of(obj: Any) -> Any:
-    """The ``triton.runtime.autotuner.Autotuner`` behind ``obj`` (through ``@triton.heuristics`` and a library's
-    caching wrapper that exposes ``.fn``), or None."""
-    tuner, above = _chain(obj)
-    if above:
-        _wrappers_above.setdefault(id(tuner), (tuner, []))
-        known = _wrappers_above[id(tuner)][1]
-        known.extend(w for w in above if all(w is not v for v in known))
-    return tuner
-
-
-# id(tuner) -> (tuner, the library wrappers found above it): their kernel caches are cleared with its cache.
-_wrappers_above: dict[int, tuple[Any, list]] = {}
-
-
-def kernel_caches(tuner: Any) -> list[dict]:
-    """The kernel caches of the library wrappers found above ``tuner`` (their ``*cache*`` attributes holding a
-    dict, or a tuple or list of dicts: FlagGems' ``LibEntry.kernel_cache``, one dict a device).  Such a wrapper
-    launches what it cached for the arguments' specialization without asking the tuner again, so a config
-    pinned after its first launch would never run unless these are cleared with the tuner's own cache."""
-    hit = _wrappers_above.get(id(tuner))
-    if hit is None or hit[0] is not tuner:
-        return []
-    caches = []
-    for wrapper in hit[1]:
-        for name, value in vars(wrapper).items():
-            if "cache" not in name.lower():
-                continue
-            for d in (value if isinstance(value, (tuple, list)) else (value,)):
-                if isinstance(d, dict):
-                    caches.append(d)
-    return caches
-
-
-def clear_tuning(tuner: Any) -> None:
-    """Forget ``tuner``'s choices: its cache, and the kernels the wrappers above it cached."""
-    tuner.cache.clear()
-    for cache in kernel_caches(tuner):
-        cache.clear()
 
 
 def autotuned(*kernels: Any) -> Callable[[Any], Any]:

@@ -263,6 +263,7 @@ def test_gradient_cells_draw_the_shape_classes_a_wide_batch_included():
 
 def test_the_long_batch_draw_crosses_any_sm_count_and_reaches_the_top_of_the_range_within_the_budget():
     from hypothesis import find, settings
+    from hypothesis.errors import NoSuchExample
 
     from triton_conformance.strategies import specs
     from triton_conformance.strategies._internal.specs import WIDE_OUTER_FROM, in_shape_class
@@ -276,6 +277,11 @@ def test_the_long_batch_draw_crosses_any_sm_count_and_reaches_the_top_of_the_ran
     assert top.dims["N"] == 1
     assert in_shape_class("wide-outer", replace_dims(top, M=WIDE_OUTER_FROM), top)
     assert not in_shape_class("wide-outer", replace_dims(top, M=WIDE_OUTER_FROM - 1), top)
+    # On CUDA (palette): each part's first size, the next multiple of 16 and one past it (few kernels to build).
+    palette = specs(c, shape="wide-outer", max_elements=4096, max_outer=16, palette=True)
+    assert find(palette, lambda s: s.dims["M"] > 2048, settings=search).dims["M"] in (2049, 2064, 2065)
+    with pytest.raises(NoSuchExample):
+        find(palette, lambda s: s.dims["M"] not in (129, 144, 145, 2049, 2064, 2065), settings=search)
     with pytest.raises(tc.InvalidArgument, match="wide-outer"):
         specs(tc.Contract(inputs=INPUTS, dims=DIMS, oracle=oracle), shape="wide-outer")
 

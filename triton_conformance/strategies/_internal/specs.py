@@ -142,16 +142,21 @@ def outer_dims(contract: Contract) -> list[str]:
     return [s for s, d in contract.dims.items() if s != widest and d.max >= WIDE_OUTER_FROM]
 
 
-def _wide_outer(contract: Contract, sym: str, budget: int):
+def _wide_outer(contract: Contract, sym: str, budget: int, palette: bool = False):
     """Strategy pinning outer dim ``sym`` past :data:`WIDE_OUTER_FROM`: half the draws in the top half of its
     range (capped at twice the element budget, as past a block), half just past any SM count (the octaves
     129-256 and 257-512).  A threshold anywhere below the top half is crossed there; the sizes between cost
-    more than either (an interpreted program a row) and cross no threshold the top half does not."""
+    more than either (an interpreted program a row) and cross no threshold the top half does not.  With
+    ``palette``, each part's first size, the next multiple of 16 and one past it."""
     d = contract.dims[sym]
     lo = max(d.min, WIDE_OUTER_FROM)
     hi = max(lo, min(d.max, 2 * budget))
-    top = st.integers(max(lo, hi // 2 + 1), hi)
+    top_lo = max(lo, hi // 2 + 1)
     near = max(lo, min(hi, WIDE_OUTER_SPREAD))
+    if palette:
+        starts = {n for a in (lo, top_lo) for n in (a, -(-a // 16) * 16, -(-a // 16) * 16 + 1)}
+        return st.sampled_from(sorted(n for n in starts if n <= hi)).map(lambda n: {sym: n})
+    top = st.integers(top_lo, hi)
     octaves = [(max(lo, (1 << (e - 1)) + 1), min(near, 1 << e)) for e in range(lo.bit_length(), near.bit_length() + 1)]
     octaves = [(a, b) for a, b in octaves if a <= b]
     spread = st.sampled_from(octaves).flatmap(lambda ab: st.integers(*ab))
@@ -163,7 +168,7 @@ def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None,
     """Strategy for the dims a cell pins before the rest are drawn."""
     dims = contract.dims
     if shape_class == "wide-outer":
-        return st.sampled_from(outer_dims(contract)).flatmap(lambda sym: _wide_outer(contract, sym, budget))
+        return st.sampled_from(outer_dims(contract)).flatmap(lambda sym: _wide_outer(contract, sym, budget, palette))
     if shape_class == "beyond-block":
         # The widest dim, or an outer one (a long batch: the other dims then stay small).
         wide = [_largest_dim(contract)] + [s for s, d in dims.items()

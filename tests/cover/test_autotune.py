@@ -149,6 +149,17 @@ def cover_autotune_one_config(x):
     return _one_block(double_one_config, x)
 
 
+double_five_configs = triton.autotune(configs=CONFIGS + [triton.Config({"BLOCK": 256}, num_warps=8)], key=["n"],
+                                      prune_configs_by={"early_config_prune": keep_wide_enough})(_double_block)
+
+
+@subject(**{**VEC, "dims": {"N": Dim(1, 128)}}, family="cover_autotune_unreached")
+def cover_autotune_unreached(x):
+    if x.shape[0] > 10**6:  # never, inside the contract (N <= 128): found in the code, never launched
+        return _one_block(double_five_configs, x)
+    return _one_block(double_one_block, x)
+
+
 # %% The benchmark: an atomic accumulation into an in-place output, with and without reset_to_zero.
 
 SUM_CONFIGS = [triton.Config({"BLOCK": b}) for b in (16, 32, 64, 128)]
@@ -213,6 +224,44 @@ def cover_autotune_order_dependent(x):
     ws.zero_()
     out = torch.empty_like(x)
     add_first_block[lambda meta: (triton.cdiv(x.shape[0], meta["BLOCK"]),)](out, x, ws, x.shape[0])
+    return out
+
+
+# %% A library's caching wrapper over an autotuned kernel, as FlagGems' LibEntry over its LibTuner: the first
+# launch of a specialization goes through the tuner, later ones relaunch the config it cached (keyed without it).
+
+class CachingEntry(triton.KernelInterface):
+    def __init__(self, fn):
+        self.fn = fn
+        self.kernel_cache = ({},)  # one dict a device
+
+    def run(self, *args, grid, warmup, **kwargs):
+        key = tuple(str(a.dtype) if hasattr(a, "dtype") else a for a in args)
+        cache = self.kernel_cache[0]
+        if key not in cache:
+            out = self.fn.run(*args, grid=grid, warmup=warmup, **kwargs)
+            cache[key] = self.fn.best_config
+            return out
+        return self.fn.fn.run(*args, grid=grid, warmup=warmup, **kwargs, **cache[key].all_kwargs())
+
+
+@triton.jit
+def _double_wrong_at_64(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    y = tl.load(x_ptr + offs, mask=offs < n) * 2
+    if BLOCK == 64:
+        y = y + 1  # wrong in one config only
+    tl.store(out_ptr + offs, y, mask=offs < n)
+
+
+WRAPPED = CachingEntry(triton.autotune(configs=CONFIGS, key=["n"], prune_configs_by={
+    "early_config_prune": keep_wide_enough})(_double_wrong_at_64))
+
+
+@subject(**VEC, family="cover_autotune_library_wrapper")
+def cover_autotune_library_wrapper(x):
+    out = torch.empty_like(x)
+    WRAPPED[(1,)](out, x, x.shape[0])
     return out
 
 
@@ -362,3 +411,82 @@ def test_the_probe_cells_draw_with_the_run_seed_unless_the_profile_is_derandomiz
     assert _drawn(cell, "dev", 1) == _drawn(cell, "dev", 1)
     assert _drawn(cell, "dev", 1) != _drawn(cell, "dev", 2)
     assert _drawn(cell, "ci", 1) == _drawn(cell, "ci", 2)
+
+
+def test_a_library_caching_wrapper_is_seen_through_and_its_kernel_cache_cleared_with_the_tuner():
+    from triton_conformance.conformance.kinds.autotune.wrappers import tuner_of
+
+    assert tuners_for(cover_autotune_library_wrapper) == (WRAPPED.fn,)
+    assert _cells(cover_autotune_library_wrapper)[:4] == [f"autotune:config{i}" for i in range(4)]
+    x, (at_64, at_128) = torch.randn(50), (config_name(CONFIGS[2]), config_name(CONFIGS[3]))
+    with Tuning(tuners_for(cover_autotune_library_wrapper)) as tuning:
+        tuning.pins = {id(WRAPPED.fn): at_64}
+        tuning.wrap(cover_autotune_library_wrapper).launcher(x=x)  # the wrapper caches BLOCK=64's kernel
+        tuning.pins = {id(WRAPPED.fn): at_128}
+        cover_autotune_library_wrapper.launcher(x=x)  # served from the wrapper's cache: the tuner never asked
+        assert dict(tuning.launches) == {at_64: 2}
+        out = tuning.wrap(cover_autotune_library_wrapper).launcher(x=x)  # both caches cleared: the pin runs
+        assert dict(tuning.launches) == {at_64: 2, at_128: 1}
+    torch.testing.assert_close(out, x * 2)
+    assert WRAPPED.kernel_cache == ({},)
+    caught = run_cell(cover_autotune_library_wrapper, "autotune:config2", config=CI)
+    assert (caught.outcome, caught.finding) == ("wrong", "mismatch"), caught.message
+    passed = run_cell(cover_autotune_library_wrapper, "autotune:config3", config=CI)
+    assert passed.outcome == "honoured" and set(passed.details["launches_per_config"]) == {config_name(CONFIGS[3])}
+
+    class Loop:  # an object whose .fn leads back to itself: the walk ends, finding nothing
+        def __init__(self):
+            self.fn = self
+
+    assert tuner_of(Loop()) is None
+
+
+def test_the_key_cell_primes_at_the_drawn_sizes_neighbours_where_the_minimum_prunes_the_harmful_config(
+        monkeypatch):
+    from tests.zoo import zoo_autotune_reach as zoo
+    from triton_conformance.conformance.kinds.autotune import probes
+
+    caught = run_cell(zoo.zoo_matmul_split_k_key_omits_k, "autotune:key", config=CI)
+    assert (caught.outcome, caught.finding) == ("wrong", "mismatch"), caught.message
+    assert caught.details["uncovered_dim"] == "K" and caught.details["prime"]["K"] > 1
+    assert "SPLIT_K=1," not in caught.details["cached_config"]["split_k_kernel_keyed_mn"]
+    assert run_cell(zoo.zoo_matmul_split_k, "autotune:key", config=CI).outcome == "honoured"
+    assert probes.prime_sizes(zoo.zoo_matmul_split_k.contract, "K", 37) == [36, 38, 32, 18, 1, 74]
+    # Primed at K's minimum alone (K = 1: only SPLIT_K=1 divides it), the harmful split is never cached.
+    monkeypatch.setattr(probes, "prime_sizes", lambda contract, sym, n: [contract.dims[sym].min])
+    missed = run_cell(zoo.zoo_matmul_split_k_key_omits_k, "autotune:key", config=CI)
+    assert missed.outcome == "honoured", missed.message
+
+
+def test_the_config_cells_of_a_subject_with_a_backward_run_its_tuned_backward_in_each_config():
+    from tests.zoo import zoo_autotune_reach as zoo
+
+    bug = zoo.zoo_layer_norm_autotuned_bwd_block_sum
+    assert tuners_for(bug) == (zoo.ln_bwd_kernel_block_sum,)  # found in the Function's backward
+    caught = run_cell(bug, "autotune:config2", config=CI)
+    assert (caught.outcome, caught.finding) == ("wrong", "mismatch"), caught.message
+    assert caught.details["gradient"] == "x" and "(forward and backward)" in caught.message
+    assert "grad_output" in caught.counterexample.tensors
+    assert set(caught.details["launches_per_config"]) == {"BLOCK_M=4,num_warps=4,num_stages=3"}
+    # One row a program: right; and the grad cells, which run the first survivor under the interpreter's
+    # autotune shim, pass.
+    assert run_cell(bug, "autotune:config1", config=CI).outcome == "honoured"
+    from triton_conformance import compat
+
+    before = compat.installed(), compat.current_target()
+    compat.install(["autotune"])
+    try:
+        assert run_cell(bug, "grad:layout:contiguous", config=CI).outcome == "honoured"
+    finally:
+        compat.uninstall(["autotune"])
+        if before[0]:
+            compat.install(before[0], target=before[1])
+    assert run_cell(zoo.zoo_layer_norm_autotuned_bwd, "autotune:config3", config=CI).outcome == "honoured"
+
+
+def test_a_config_cell_whose_kernel_no_draw_launches_says_so_instead_of_passing():
+    assert set(tuners_for(cover_autotune_unreached)) == {double_one_block, double_five_configs}
+    unrun = run_cell(cover_autotune_unreached, "autotune:config4", config=CI)  # the fifth config: only its own
+    assert unrun.outcome == "skipped" and "never launched: no draw reached _double_block" in unrun.message
+    first = run_cell(cover_autotune_unreached, "autotune:config3", config=CI)
+    assert first.outcome == "honoured" and "(_double_block never launched" in first.message, first.message

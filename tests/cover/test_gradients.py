@@ -254,3 +254,48 @@ def test_gradient_cells_draw_the_shape_classes_a_wide_batch_included():
     assert (caught.outcome, caught.finding) == ("wrong", "mismatch"), caught.message
     assert caught.details["gradient"] == "weight" and 128 < caught.counterexample.spec["dims"]["M"] <= 4200
     assert cell(twin, "grad:shape:beyond-block").outcome == "honoured"
+
+
+def test_the_long_batch_draw_crosses_any_sm_count_and_reaches_the_top_of_the_range_within_the_budget():
+    from hypothesis import find, settings
+    from hypothesis.errors import NoSuchExample
+
+    from triton_conformance.strategies import specs
+    from triton_conformance.strategies._internal.specs import WIDE_OUTER_FROM, in_shape_class
+
+    c = tc.Contract(inputs=INPUTS, dims={"M": Dim(1, 4096), "N": Dim(1, 1024)}, oracle=oracle, reduces="N")
+    search = settings(max_examples=400, derandomize=True, database=None, deadline=None)
+    strategy = specs(c, shape="wide-outer", max_elements=4096, max_outer=16)
+    low = find(strategy, lambda s: s.dims["M"] <= 256, settings=search)
+    assert WIDE_OUTER_FROM <= low.dims["M"] and low.dims["M"] * low.dims["N"] <= 4096
+    top = find(strategy, lambda s: s.dims["M"] > 2048 and s.dims["M"] % 16, settings=search)
+    assert top.dims["N"] == 1
+    assert in_shape_class("wide-outer", replace_dims(top, M=WIDE_OUTER_FROM), top)
+    assert not in_shape_class("wide-outer", replace_dims(top, M=WIDE_OUTER_FROM - 1), top)
+    # On CUDA (palette): each part's first size, the next multiple of 16 and one past it (few kernels to build).
+    palette = specs(c, shape="wide-outer", max_elements=4096, max_outer=16, palette=True)
+    assert find(palette, lambda s: s.dims["M"] > 2048, settings=search).dims["M"] in (2049, 2064, 2065)
+    with pytest.raises(NoSuchExample):
+        find(palette, lambda s: s.dims["M"] not in (129, 144, 145, 2049, 2064, 2065), settings=search)
+    with pytest.raises(tc.InvalidArgument, match="wide-outer"):
+        specs(tc.Contract(inputs=INPUTS, dims=DIMS, oracle=oracle), shape="wide-outer")
+
+
+def replace_dims(spec, **dims):
+    from dataclasses import replace
+
+    return replace(spec, dims={**spec.dims, **dims})
+
+
+def test_a_wide_batch_past_an_sm_count_is_reached_where_the_rows_stop_short_of_a_block():
+    # The rows (M up to 4096) are not the widest dim (N up to 8192, past a block at M = 1), so only the
+    # long-batch draw takes them past the 128 slots of the partial sums.
+    dims = {"M": Dim(1, 4096), "N": Dim(1, 8192)}
+    buggy = tc.register(type("PerSM", (_PartialsFor128Programs,), {"wide_bug": True}), name="cover_gradients_sm_bug",
+                        inputs=INPUTS, dims=dims, oracle=oracle, backward=("x", "weight"))
+    caught = cell(buggy, "grad:shape:beyond-block")
+    assert (caught.outcome, caught.finding) == ("wrong", "mismatch"), caught.message
+    assert caught.counterexample.spec["dims"]["M"] == 129  # shrunk to the first row past the 128 slots
+    twin = tc.register(_PartialsFor128Programs, name="cover_gradients_sm_twin", inputs=INPUTS, dims=dims,
+                       oracle=oracle, backward=("x", "weight"))
+    assert cell(twin, "grad:shape:beyond-block").outcome == "honoured"

@@ -238,6 +238,26 @@ def test_the_gradient_search_discards_an_over_cost_example_cleanly():
     assert any(verdict == "over-cost" for _, verdict in record.examples) and all(record.metered)
 
 
+def test_a_backward_example_stops_its_forward_at_its_part_of_the_share_not_after_spending_it_all():
+    # The forward and the backward pass are each a call of the example: a forward of 300 programs over half
+    # the share is stopped at its first program, not run to its end to leave the backward nothing.
+    from triton_conformance.conformance.battery.backward import run_gradient_example
+    from triton_conformance.conformance.search.allowance import Allowance
+    from triton_conformance.model.spec import Spec
+
+    subject = tc.register(_RowScale, name="cover_interpreter_cost_grad_split", family="cover_interpreter_cost",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float32",), layouts="any")},
+                          dims={"M": Dim(1, 512), "N": Dim(1, 16)}, oracle=lambda x: x * 2, backward=("x",))
+    spec = Spec(dims={"M": 300, "N": 1}, dtypes={"x": "float32"}, layouts={}, seed=1)
+    with metering_cost(pool=400_000, share=400_000, examples=1) as meter:  # ~900 units a row and pass
+        with pytest.raises(OverCost) as stopped:
+            run_gradient_example(subject, spec, Backend(), allowance=Allowance(meter=meter))
+        assert meter.spent < 10_000 and "one of 2 calls" in str(stopped.value), (meter.spent, str(stopped.value))
+    small = replace(spec, dims={"M": 40, "N": 1})
+    with metering_cost(pool=400_000, share=400_000, examples=1) as meter:
+        assert run_gradient_example(subject, small, Backend(), allowance=Allowance(meter=meter)) == "honoured"
+
+
 @triton.autotune(configs=[triton.Config({"UNROLL": 1}), triton.Config({"UNROLL": 2})], key=["n"])
 @triton.jit
 def _row_scale_tuned(x_ptr, out_ptr, stride_xm, stride_xn, n, UNROLL: tl.constexpr, BLOCK: tl.constexpr):

@@ -29,7 +29,9 @@ MODULES = (
     "zoo_features",
     "zoo_launchers",
     "zoo_gradients",
+    "zoo_gradient_reach",
     "zoo_autotune",
+    "zoo_autotune_reach",
     "zoo_semantics",
 )
 

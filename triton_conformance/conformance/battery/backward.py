@@ -88,8 +88,10 @@ def _crash(what: str, exc: BaseException) -> Finding:
                    f"{exc}", {"traceback": exception_text(exc)})
 
 
-def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant: int) -> Run:
-    """Forward and backward once: a :class:`Run` whose outputs are the gradients (``raw``: grad_output)."""
+def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant: int,
+              allowance: Allowance) -> Run:
+    """Forward and backward once: a :class:`Run` whose outputs are the gradients (``raw``: grad_output).
+    Each pass is one of the example's calls: its part of the example's share of interpreted work."""
     contract = subject.contract
     names = contract.backward.grads
     with discarding_out_of_memory("building the inputs"):
@@ -101,6 +103,7 @@ def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant
     def failed(error: Finding, go: GradOutput | None = None) -> Run:
         return Run(None, error, before=before, built=built, raw=go)
 
+    allowance.call_started()
     with guarded_allocations(device_override=backend.allocation_device, variant=variant):
         try:
             raw = launch(subject, built.views, spec.scalars, seed=spec.seed)
@@ -122,6 +125,7 @@ def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant
         return failed(Finding("wrong", "bad-shape", f"output shape {tuple(out.shape)}, the backward declares {shape}"))
     go = grad_output(spec, shape, out.dtype, sentinel, backend.device)
     leaves = [built.views[n] for n in names]
+    allowance.call_started()
     with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations:
         try:
             grads = torch.autograd.grad(out, leaves, grad_outputs=go.view, allow_unused=True)
@@ -139,11 +143,11 @@ def run_gradient_example(subject: Subject, spec: Spec, backend: Any, judge: Judg
     """Every backward check on one example: a Finding, or ``"honoured"``."""
     judge = judge or Judge(subject, on_cuda=backend.compiles)
     allowance = allowance or Allowance()
-    allowance.example_started()
+    allowance.example_started(calls=2 * (1 + second + determinism), before_inputs=True)  # forward, backward
     backward = subject.contract.backward
 
     def run(sentinel: str, variant: int) -> Run:
-        return _backprop(subject, spec, backend, sentinel, variant)
+        return _backprop(subject, spec, backend, sentinel, variant, allowance)
 
     first = run(*FIRST)
     if first.error is not None:

@@ -13,10 +13,11 @@ from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, layout_a
 from triton_conformance.strategies._internal.cached import integers, nonempty_subsets, sampled_from
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
+from triton_conformance.errors import InvalidArgument
 from triton_conformance.strategies._internal.validation import check_one_of
 
-__all__ = ["specs", "in_shape_class", "is_bounded", "UNBOUNDED", "SHAPE_CLASSES", "LAYOUT_DRAWS", "DEFAULT_MAX_ELEMENTS",
-           "BEYOND_BLOCK"]
+__all__ = ["specs", "in_shape_class", "is_bounded", "outer_dims", "UNBOUNDED", "SHAPE_CLASSES", "LAYOUT_DRAWS",
+           "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK", "WIDE_OUTER_FROM", "WIDE_OUTER_SPREAD"]
 
 DEFAULT_MAX_ELEMENTS = 1 << 14
 # Dims other than the widest one are the grid in most kernels, and each program
@@ -29,6 +30,11 @@ BEYOND_BLOCK = 4097
 # milliseconds under the interpreter, and outer dims usually set the grid.
 WIDE_ODDS = 15
 WIDE_OUTER_FACTOR = 4
+# An outer dim past the programs a launch plausibly sizes a buffer for (one slot per SM: 108 on an A100,
+# 132 on an H100, 148 on a B200, 304 on an MI300X; 128 or 256 rows of partial sums): the "wide-outer"
+# class draws from WIDE_OUTER_FROM to WIDE_OUTER_SPREAD, or in the top half of the dim's range.
+WIDE_OUTER_FROM = 129
+WIDE_OUTER_SPREAD = 512
 
 
 def _dim_order(contract: Contract) -> list[str]:
@@ -132,10 +138,39 @@ def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_oute
     return out
 
 
+def outer_dims(contract: Contract) -> list[str]:
+    """The dims other than the widest whose range passes :data:`WIDE_OUTER_FROM`: where ``"wide-outer"`` applies."""
+    widest = _largest_dim(contract)
+    return [s for s, d in contract.dims.items() if s != widest and d.max >= WIDE_OUTER_FROM]
+
+
+def _wide_outer(contract: Contract, sym: str, budget: int, palette: bool = False):
+    """Strategy pinning outer dim ``sym`` past :data:`WIDE_OUTER_FROM`: half the draws in the top half of its
+    range (capped at twice the element budget, as past a block), half just past any SM count (the octaves
+    129-256 and 257-512).  A threshold anywhere below the top half is crossed there; the sizes between cost
+    more than either (an interpreted program a row) and cross no threshold the top half does not.  With
+    ``palette``, each part's first size, the next multiple of 16 and one past it."""
+    d = contract.dims[sym]
+    lo = max(d.min, WIDE_OUTER_FROM)
+    hi = max(lo, min(d.max, 2 * budget))
+    top_lo = max(lo, hi // 2 + 1)
+    near = max(lo, min(hi, WIDE_OUTER_SPREAD))
+    if palette:
+        starts = {n for a in (lo, top_lo) for n in (a, -(-a // 16) * 16, -(-a // 16) * 16 + 1)}
+        return st.sampled_from(sorted(n for n in starts if n <= hi)).map(lambda n: {sym: n})
+    top = st.integers(top_lo, hi)
+    octaves = [(max(lo, (1 << (e - 1)) + 1), min(near, 1 << e)) for e in range(lo.bit_length(), near.bit_length() + 1)]
+    octaves = [(a, b) for a, b in octaves if a <= b]
+    spread = st.sampled_from(octaves).flatmap(lambda ab: st.integers(*ab))
+    return st.one_of(top, spread).map(lambda n: {sym: n})
+
+
 def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None, budget: int,
                  palette: bool = False):
     """Strategy for the dims a cell pins before the rest are drawn."""
     dims = contract.dims
+    if shape_class == "wide-outer":
+        return st.sampled_from(outer_dims(contract)).flatmap(lambda sym: _wide_outer(contract, sym, budget, palette))
     if shape_class == "beyond-block":
         # The widest dim, or an outer one (a long batch: the other dims then stay small).
         wide = [_largest_dim(contract)] + [s for s, d in dims.items()
@@ -169,6 +204,8 @@ def in_shape_class(shape: str, candidate: Spec, original: Spec) -> bool:
     if shape == "beyond-block":
         widest = max(original.dims, key=lambda s: original.dims[s])
         return candidate.dims[widest] >= min(BEYOND_BLOCK, original.dims[widest])
+    if shape == "wide-outer":  # every dim that was past a grid's programs still is
+        return all(candidate.dims[s] >= WIDE_OUTER_FROM for s, n in original.dims.items() if n >= WIDE_OUTER_FROM)
     return True
 
 
@@ -243,7 +280,7 @@ def _layouts(draw, contract: Contract, layout_class: str | None, mask_class: str
     return {k: v for k, v in out.items() if v != Layout()}
 
 
-SHAPE_CLASSES = ("any", "tiny", "non-pow2", "beyond-block", "empty", "beyond-range")
+SHAPE_CLASSES = ("any", "tiny", "non-pow2", "beyond-block", "wide-outer", "empty", "beyond-range")
 LAYOUT_DRAWS = LAYOUT_CLASSES + ("mixed", "memory")
 
 
@@ -269,7 +306,8 @@ def specs(
     - ``layout``: a layout class for some inputs (``"transposed"``, ...), ``"mixed"``
       (a class per input), ``"memory"`` (a class per input that claims any layout), or None;
     - ``dtype``: the dtype every input that claims it gets (one it does not claim, for a probe);
-    - ``shape``: ``"any"``, ``"tiny"``, ``"non-pow2"``, ``"beyond-block"``, ``"empty"`` or ``"beyond-range"``;
+    - ``shape``: ``"any"``, ``"tiny"``, ``"non-pow2"``, ``"beyond-block"``, ``"wide-outer"`` (an outer
+      dim past 128: a long batch of short rows, past a grid's programs), ``"empty"`` or ``"beyond-range"``;
     - ``values``: the value class of the inputs' contents (``"ordinary"``, ``"nan"``, ...;
       ``"extreme"`` fills inputs that declare a ``value_range`` out to its ends);
     - ``mask``: the mask class (default ``"random"`` when the contract has a mask);
@@ -290,6 +328,9 @@ def specs(
     if layout is not None:
         check_one_of("specs", "layout", layout, LAYOUT_DRAWS)
     check_one_of("specs", "shape", shape, SHAPE_CLASSES)
+    if shape == "wide-outer" and not outer_dims(contract):
+        raise InvalidArgument(f"specs: shape='wide-outer', expected a contract with a dim other than the widest "
+                              f"whose range reaches {WIDE_OUTER_FROM}; dims={dict(contract.dims)!r}")
     check_one_of("specs", "values", values, ("ordinary",) + VALUE_CLASSES + RANGED_VALUE_CLASSES)
     if mask is not None:
         check_one_of("specs", "mask", mask, MASK_CLASSES)

@@ -9,16 +9,24 @@ config get these cells (:func:`..autotune.tuners_for`), so the others pay nothin
   where the kernel's own pruning drops the config is discarded; a cell whose
   every draw pruned it is skipped.  The config is named in the message and in
   ``details["config"]``, with the launches and (on CUDA) compiles per config.
+  For a subject that declares a backward, each example runs the backward
+  battery too, under the same pins: the backward's tuned kernels are found
+  with the forward's (an autograd Function's methods), and each of their
+  configs is a variant of its own as well.
 - ``autotune:benchmark``: every surviving config runs on the same inputs first,
   as the tuning benchmark does, then the final call is judged: an in-place or
   accumulated argument the benchmark leaves corrupted (no ``reset_to_zero`` /
   ``restore_value``) is a wrong answer.
 - ``autotune:order``: the benchmark in the pruned order and reversed, the same
   winner both times: the final outputs must agree bit for bit (and be right).
-- ``autotune:key``: a shape with one dim made small is tuned first, each of its
-  survivors chosen in turn; then the drawn shape runs with the tuner's cache
-  kept.  Where the key (``key=[...]``) does not cover that dim, the cached
-  choice is reused, and must still be right.
+- ``autotune:key``: for each dim, the shape is tuned first with that dim at
+  other sizes (its neighbours, the multiple of 16 below, half, the minimum,
+  double: :func:`~.probes.prime_sizes`), each config that survives the
+  pruning there but not at the drawn shape chosen in turn; then the drawn
+  shape runs with the tuner's cache kept.  Where the key (``key=[...]``) does
+  not tell the sizes apart, the cached choice is reused, and must still be
+  right.  The benchmark cell runs a backward too; the order and key probes
+  run the forward.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from typing import Any
 from triton_conformance.conformance.kinds.autotune.probes import ProbeExamples, TunedExamples, key_probe, order_probe
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning, config_name, quick_benchmarks, tuners_for
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
+from triton_conformance.conformance.results import skipped
 from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
@@ -53,8 +62,9 @@ class AutotuneCells(CellKind):
                   "does: in-place arguments need reset_to_zero / restore_value"),
         CellClass("order", "the tuning benchmark in two orders, one winner: the result may not depend on "
                   "which config ran first"),
-        CellClass("key", "a shape tuned first, then one whose key values match but another dim differs: "
-                  "the cached choice must still be right"),
+        CellClass("key", "a shape tuned first with one dim at other sizes (neighbours, a multiple of 16, half, "
+                  "the minimum), then the drawn one: a config cached under the same key values, where the "
+                  "pruning would drop it, must still be right"),
     ))
 
     def values(self, subject: Subject) -> tuple[str, ...]:
@@ -103,7 +113,8 @@ class AutotuneCells(CellKind):
                 name = config_name(tuner.configs[index]) if index < len(tuner.configs) else None
                 tuning.pins[id(tuner)] = name
                 named.append(tuning.label(tuner, name) if name else f"{tuner.base_fn.__name__}: its first survivor")
-            what = "config " + "; ".join(named)
+            what = "config " + "; ".join(named) + (
+                " (forward and backward)" if context.subject.contract.backward is not None else "")
             return TunedExamples(context, tuning), what, {"config": "; ".join(named), "config_index": index}
         if value == "benchmark":
             tuning.policy, tuning.order = "bench", "forward"
@@ -130,9 +141,23 @@ class AutotuneCells(CellKind):
             message = f"{what}: {result.message}" if what else result.message
             if probing and result.outcome == "honoured":
                 message += ": " + ("the tuning benchmark in both orders gave the same bits and the right answer"
-                                   if value == "order" else "every choice cached at a shape with one dim made small "
-                                   "was still right at the drawn shape (or the key told the shapes apart)")
+                                   if value == "order" else "every config cached at another size of a dim, where "
+                                   "the kernel's pruning drops it at the drawn shape, was still right there (or the "
+                                   "key told the shapes apart)")
+            if value.startswith("config") and result.passed and result.outcome != "skipped":
+                unrun = _never_launched(tuning, int(value[6:]))
+                if unrun and len(unrun) == sum(int(value[6:]) < len(t.configs) for t in tuning.tuners):
+                    return skipped(context.subject, context.cell, f"{what}: never launched: no draw reached "
+                                   f"{', '.join(unrun)} (the launcher ran another kernel)", details=details)
+                if unrun:
+                    message += f" ({', '.join(unrun)} never launched: no draw reached it)"
             return dataclasses.replace(result, message=message, details=details)
+
+
+def _never_launched(tuning: Tuning, index: int) -> list[str]:
+    """The kernels whose config #``index`` was pinned but never launched (the draws reached other kernels)."""
+    return [t.base_fn.__name__ for t in tuning.tuners
+            if index < len(t.configs) and not tuning.launches[tuning.label(t, config_name(t.configs[index]))]]
 
 
 def _config_details(tuning: Tuning, backend: Any) -> dict:

@@ -4,13 +4,21 @@ Each runner is the one search's :class:`~...search.engine.ExampleRunner`;
 the :class:`~.tuning.Tuning` hooks say which config runs.
 
 - :class:`TunedExamples`: the forward battery on the tuned launcher, its cache
-  cleared first (a config pinned, or every survivor benchmarked first);
+  cleared first (a config pinned, or every survivor benchmarked first), then,
+  for a subject that declares a backward, the backward battery under the same
+  tuning: a backward's tuned kernels run each config as the forward's do;
 - the **order** probe: the tuning benchmark in the pruned order and reversed,
   the same winner both times: the final outputs must agree bit for bit (and be right);
-- the **key** probe: a shape with one dim made small is tuned first, each of
-  its survivors chosen in turn; then the drawn shape runs with the tuner's cache
-  kept.  Where the key (``key=[...]``) does not cover that dim, the cached choice
-  is reused, and must still be right.
+- the **key** probe: for each dim, the shape is tuned first with that dim at
+  other sizes (:func:`prime_sizes`: its neighbours, the multiple of 16 below,
+  half, the minimum, double), and each config that survives the kernel's
+  pruning there but not at the drawn shape is chosen in turn; then the drawn
+  shape runs with the tuner's cache kept.  Where the key (``key=[...]``) does
+  not tell the two sizes apart, the cached choice is reused where the kernel's
+  own pruning would have dropped it, and must still be right.  (A config the
+  pruning keeps at the drawn shape runs there in the config cells.)  Sizes
+  other than the minimum matter: a config the pruning keeps only at some sizes
+  (a split-K that must divide K) is cached only there.
 """
 
 from __future__ import annotations
@@ -21,8 +29,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from triton_conformance.conformance.battery.backward import run_gradient_example
 from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.battery.launching import launch, outputs_of
+from triton_conformance.conformance.battery.runners import BackwardExamples
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning
 from triton_conformance.conformance.results import counterexample
@@ -31,12 +41,13 @@ from triton_conformance.model.outcomes import Counterexample, Finding
 from triton_conformance.model.spec import Spec
 from triton_conformance.strategies._internal.tensors import build_inputs
 
-__all__ = ["TunedExamples", "ProbeExamples", "order_probe", "key_probe"]
+__all__ = ["TunedExamples", "ProbeExamples", "order_probe", "key_probe", "prime_sizes"]
 
 
 @dataclass
 class TunedExamples:
-    """Each example the forward battery on the tuned launcher (whatever the tuning's policy runs)."""
+    """Each example the forward battery on the tuned launcher (whatever the tuning's policy runs), then, for
+    a subject that declares a backward and a spec inside its contract, the backward battery too."""
 
     context: Any
     tuning: Tuning
@@ -44,10 +55,17 @@ class TunedExamples:
 
     def __call__(self, spec: Spec) -> Finding | str:
         c = self.context
-        return run_example(self.tuning.wrap(c.subject), spec, c.backend, c.judge, allowance=c.allowance)
+        subject = self.tuning.wrap(c.subject)
+        verdict = run_example(subject, spec, c.backend, c.judge, allowance=c.allowance)
+        if (c.subject.contract.backward is None or isinstance(verdict, Finding)
+                or expectation(c.subject.contract, spec).kind != "honour"):
+            return verdict
+        return run_gradient_example(subject, spec, c.backend, c.judge, allowance=c.allowance)
 
     def counterexample(self, spec: Spec) -> Counterexample:
-        return counterexample(self.context.subject, spec)
+        if self.context.subject.contract.backward is None:
+            return counterexample(self.context.subject, spec)
+        return BackwardExamples(self.context).counterexample(spec)  # grad_output named too
 
 
 @dataclass
@@ -118,56 +136,91 @@ def order_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
     return None
 
 
-def _small(contract: Any, sym: str, n: int) -> int | None:
+def prime_sizes(contract: Any, sym: str, n: int) -> list[int]:
+    """Sizes of ``sym`` to tune at before its drawn size ``n``, in the order tried: its neighbours (a key that
+    buckets sizes, as ``log2`` or ``align32`` do, shares theirs), the multiple of 16 below (another
+    specialization class, where configs that must divide the size survive), half, the minimum, and double."""
     d = contract.dims[sym]
-    small = max(d.min, 1)
-    return small if small != n else None
+    sizes = []
+    for size in (n - 1, n + 1, (n - 1) // 16 * 16, n // 2, max(d.min, 1), 2 * n):
+        if size != n and size >= max(d.min, 1) and size <= d.max and size not in sizes:
+            sizes.append(size)
+    return sizes
 
 
 def key_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
-    """Each survivor chosen at a shape with one dim made small, then ``spec`` run with the cache kept."""
+    """For each dim, each config that survives the pruning at another size of it (:func:`prime_sizes`) but
+    not at ``spec``, chosen there, then ``spec`` run with the cache kept: a choice cached under a key that
+    does not tell the sizes apart must still be right where the pruning would have dropped it."""
     contract = context.subject.contract
     subject = tuning.wrap(context.subject)
+    kept_here = _survivors_at(context, tuning, subject, spec)
     for sym in sorted(spec.dims, key=lambda s: -spec.dims[s]):
-        small = _small(contract, sym, spec.dims[sym])
-        if small is None:
-            continue
-        prime = replace(spec, dims={**spec.dims, sym: small})
-        if expectation(contract, prime).kind != "honour":
-            continue
-        choice = 0
-        while True:
-            tuning.policy, tuning.choice, tuning.clear_cache = "choose", choice, True
-            tuning.survivors.clear()
-            try:
-                _launch_outputs(subject, prime, context.backend)
-            except ExampleDiscarded:
-                raise
-            except Exception:  # noqa: BLE001 - the priming shape's own failure is another cell's finding
-                break
-            if not tuning.survivors:
-                break  # the launcher ran no tuner at this shape (a size it handles otherwise): nothing cached
-            chosen = dict(tuning.ran)
-            survivors = {k: list(v) for k, v in tuning.survivors.items()}
-            tuning.policy, tuning.clear_cache = "pin", False
-            tuning.pins = {}
-            tuned = tuning.tuned
-            try:
-                verdict = run_example(subject, spec, context.backend, context.judge, allowance=context.allowance)
-            finally:
-                tuning.clear_cache = True
-            reused = tuning.tuned == tuned
-            if isinstance(verdict, Finding) and reused:
-                key = {t.base_fn.__name__: list(t.keys) for t in tuning.tuners}
-                message = (f"tuned first at {prime.dims}, where {', '.join(chosen.values())} was chosen; then "
-                           f"{spec.dims} tuned with the same key values ({sym} is not covered by key={key}), "
-                           f"so the cached choice ran: {verdict.message}")
-                return replace(verdict, message=message, details={
-                    **verdict.details, "prime": prime.dims, "choice": choice, "cached_config": chosen, "key": key,
-                    "uncovered_dim": sym})
-            if isinstance(verdict, Finding):
-                return replace(verdict, message=f"(tuned afresh) {verdict.message}")
-            choice += 1
-            if choice >= max(len(v) for v in survivors.values()):
-                break
+        # Configs not to prime: those kept at spec (the config cells run them there), then those tried.
+        tried = {tuner_id: set(names) for tuner_id, names in kept_here.items()}
+        told_apart = 0  # sizes where the drawn shape was tuned afresh: the key covers this dim there
+        for size in prime_sizes(contract, sym, spec.dims[sym]):
+            if told_apart >= 2:
+                break  # the key tells the drawn size from both its neighbours: it covers this dim
+            prime = replace(spec, dims={**spec.dims, sym: size})
+            if expectation(contract, prime).kind != "honour":
+                continue
+            found, apart = _reuse_at(context, tuning, subject, spec, prime, sym, tried, kept_here)
+            if found is not None:
+                return found
+            told_apart += apart
     return None
+
+
+def _survivors_at(context: Any, tuning: Tuning, subject: Any, spec: Spec) -> dict[int, list[str]]:
+    """The configs each tuner's pruning keeps at ``spec`` (one launch; none known if it fails there)."""
+    tuning.policy, tuning.clear_cache, tuning.avoid = "choose", True, {}
+    tuning.survivors.clear()
+    try:
+        _launch_outputs(subject, spec, context.backend)
+    except ExampleDiscarded:
+        raise
+    except Exception:  # noqa: BLE001 - the drawn shape's own failure is another cell's finding
+        return {}
+    return {tuner_id: list(names) for tuner_id, names in tuning.survivors.items()}
+
+
+def _reuse_at(context: Any, tuning: Tuning, subject: Any, spec: Spec, prime: Spec, sym: str,
+              tried: dict[int, set[str]], kept_here: dict[int, list[str]]) -> tuple[Finding | None, bool]:
+    """At one priming shape, each survivor not in ``tried`` chosen in turn, then ``spec`` run with the cache
+    kept: (a finding, whether the key told ``prime`` from ``spec``)."""
+    while True:
+        tuning.policy, tuning.clear_cache, tuning.avoid, tuning.fresh = "choose", True, tried, False
+        tuning.survivors.clear()
+        tuning.chosen.clear()
+        try:
+            _launch_outputs(subject, prime, context.backend)
+        except ExampleDiscarded:
+            raise
+        except Exception:  # noqa: BLE001 - the priming shape's own failure is another cell's finding
+            return None, False
+        if not tuning.survivors or not tuning.fresh:
+            return None, False  # no tuner ran at this shape, or every survivor here was tried already
+        cached = {t.base_fn.__name__: tuning.ran[id(t)] for t in tuning.tuners if id(t) in tuning.ran}
+        chosen = dict(tuning.chosen)
+        tuning.policy, tuning.clear_cache, tuning.pins = "pin", False, {}
+        tuned = tuning.tuned
+        try:
+            verdict = run_example(subject, spec, context.backend, context.judge, allowance=context.allowance)
+        finally:
+            tuning.clear_cache = True
+        if tuning.tuned != tuned:  # the key told the shapes apart: spec was tuned afresh
+            if isinstance(verdict, Finding):
+                return replace(verdict, message=f"(tuned afresh) {verdict.message}"), True
+            return None, True
+        for tuner_id, name in chosen.items():
+            tried.setdefault(tuner_id, set()).add(name)
+        if isinstance(verdict, Finding):
+            key = {t.base_fn.__name__: list(t.keys) for t in tuning.tuners}
+            kept = {t.base_fn.__name__: kept_here[id(t)] for t in tuning.tuners if id(t) in kept_here}
+            message = (f"tuned first at {prime.dims}, where {', '.join(cached.values())} was chosen; then "
+                       f"{spec.dims} ran with the same key values ({sym} is not covered by key={key}), "
+                       f"so the cached choice ran where the kernel's pruning keeps only {kept}: {verdict.message}")
+            return replace(verdict, message=message, details={
+                **verdict.details, "prime": prime.dims, "cached_config": cached, "key": key,
+                "uncovered_dim": sym, "kept_at_drawn_shape": kept}), False

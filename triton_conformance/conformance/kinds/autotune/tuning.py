@@ -3,7 +3,8 @@
 A subject's ``@triton.autotune`` kernels are the ones its contract declares
 (``@subject(autotuned=(kernel, ...))``) or, by default, the ones its code
 reveals: the launcher's globals, closure, default arguments and the helpers
-(functions, classes, modules) it names, a few calls deep.
+(functions, classes, modules) it names, a few calls deep; behind a library's
+wrappers too (:mod:`.wrappers`, whose kernel caches are cleared with the tuner's).
 
 :class:`Tuning` hooks each tuner for the duration of a cell (instance
 attributes only, removed afterwards), so that a launch
@@ -14,8 +15,8 @@ attributes only, removed afterwards), so that a launch
 - ``bench``: runs every surviving config on the same inputs first, as the
   autotuner's benchmark does (``reset_to_zero`` / ``restore_value`` hooks
   included), in a chosen order, with a fixed winner, then the final call;
-- ``choose``: runs the ``j``-th survivor (priming the tuner's cache for the
-  ``autotune:key`` cell).
+- ``choose``: runs the first survivor not in ``avoid`` (priming the tuner's
+  cache for the ``autotune:key`` cell with a config not tried yet).
 
 Each launch of the kernel is attributed to its config (``launches``), and on
 CUDA each new specialization too (``compiles``).  Under the interpreter the
@@ -39,11 +40,12 @@ from triton.runtime.autotuner import Autotuner
 
 from triton_conformance import compat
 from triton_conformance.compat import surviving_configs
+from triton_conformance.conformance.kinds.autotune.wrappers import clear_tuning, tuner_of
 from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument, InvalidContract
 
-__all__ = ["autotuned", "tuner_of", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS",
-           "AUTOTUNED_ATTR", "quick_benchmarks", "QUICK_BENCH_RUNS"]
+__all__ = ["autotuned", "tuners_for", "config_name", "ConfigPruned", "Tuning", "BENCH_RUNS", "AUTOTUNED_ATTR",
+           "quick_benchmarks", "QUICK_BENCH_RUNS"]
 
 AUTOTUNED_ATTR = "__conformance_autotuned__"
 BENCH_RUNS = 1  # kernel_call()s per config in an emulated do_bench: one already shows a missing reset
@@ -51,18 +53,6 @@ BENCH_RUNS = 1  # kernel_call()s per config in an emulated do_bench: one already
 # where do_bench's 25 ms warm-up and 100 ms of repetitions cost half a second a tuning of four configs.
 QUICK_BENCH_RUNS = 3
 _FOREIGN = ("torch", "triton", "numpy", "hypothesis", "triton_conformance", "builtins", "typing", "functools")
-
-
-def tuner_of(obj: Any) -> Any:
-    """The ``triton.runtime.autotuner.Autotuner`` behind ``obj`` (through ``@triton.heuristics``), or None."""
-    k = obj
-    for _ in range(8):
-        if isinstance(k, Autotuner):
-            return k
-        if k is None or not type(k).__module__.startswith("triton."):
-            return None
-        k = getattr(k, "fn", None)
-    return None
 
 
 def autotuned(*kernels: Any) -> Callable[[Any], Any]:
@@ -213,7 +203,7 @@ def _compat_pruned() -> bool:
 
 class Tuning:
     """Hooks on every tuner of a cell; a context manager.  Set ``policy`` (and ``pins`` / ``order`` /
-    ``choice``) before each launch; read ``launches``, ``compiles``, ``survivors``, ``tuned``."""
+    ``avoid``) before each launch; read ``launches``, ``compiles``, ``survivors``, ``tuned``, ``chosen``."""
 
     def __init__(self, tuners: Iterable[Any], backend: Any = None):
         self.tuners = tuple(tuners)
@@ -221,7 +211,9 @@ class Tuning:
         self.policy = "pin"
         self.pins: dict[int, str | None] = {}  # id(tuner) -> config name (None: the first survivor)
         self.order = "forward"  # the benchmark's order: "forward" (as pruned) or "reversed"
-        self.choice = 0  # "choose": the index of the survivor that runs
+        self.avoid: dict[int, set[str]] = {}  # "choose": id(tuner) -> configs not to choose (already tried)
+        self.chosen: dict[int, str] = {}  # "choose": id(tuner) -> the config its last tuning chose
+        self.fresh = False  # "choose": whether the last tunings chose a config not in avoid
         self.clear_cache = True  # each launch tunes afresh (False: the tuner's cache is kept)
         self.launches: Counter = Counter()
         self.compiles: Counter = Counter()
@@ -255,7 +247,7 @@ class Tuning:
     def __enter__(self) -> "Tuning":
         compat = _compat_pruned()
         for tuner in self.tuners:
-            tuner.cache.clear()
+            clear_tuning(tuner)
 
             def prune(kwargs: dict, tuner: Any = tuner) -> list:
                 result = list(Autotuner.prune_configs(tuner, kwargs))
@@ -275,7 +267,12 @@ class Tuning:
                         raise ConfigPruned(tuner.base_fn.__name__, want, names)
                     return [survivors[names.index(want)]]
                 if self.policy == "choose":
-                    return [survivors[min(self.choice, len(survivors) - 1)]]
+                    avoid = self.avoid.get(id(tuner), set())
+                    fresh = [c for c, n in zip(survivors, names) if n not in avoid]
+                    self.fresh = self.fresh or bool(fresh)
+                    pick = (fresh or survivors)[0]
+                    self.chosen[id(tuner)] = config_name(pick)
+                    return [pick]
                 ordered = survivors if self.order == "forward" else survivors[::-1]
                 self.benchmarked[id(tuner)] = [config_name(c) for c in ordered]
                 return ordered
@@ -340,7 +337,7 @@ class Tuning:
                 obj.__dict__[attr] = value
         self._saved.clear()
         for tuner in self.tuners:
-            tuner.cache.clear()
+            clear_tuning(tuner)
 
     # -- the launcher ---------------------------------------------------------------------------------
     def wrap(self, subject: Any) -> Any:
@@ -350,7 +347,7 @@ class Tuning:
         def tuned_launcher(**kw: Any) -> Any:
             if self.clear_cache:
                 for tuner in self.tuners:
-                    tuner.cache.clear()
+                    clear_tuning(tuner)
             return launcher(**kw)
 
         tuned_launcher.__qualname__ = getattr(launcher, "__qualname__", "launcher")

@@ -12,8 +12,12 @@ gradient compared with float64 autograd of the oracle through the same
   offset, or stride-0 broadcast (``.sum().backward()``, ``expand()``);
 - ``grad:dtype:<d>``: the inputs in each claimed float dtype;
 - ``grad:shape:non-pow2`` / ``grad:shape:beyond-block``: dims at 2^k +- 1 and
-  primes, or past one block (a long batch of short rows included): where a
-  backward's partial-sum buffers and tail blocks go wrong;
+  primes, or past one block: where a backward's tail blocks go wrong.
+  ``beyond-block`` searches the widest dim past a block first, then (where an
+  outer dim's range passes 128) a long batch of short rows: an outer dim in the
+  top half of its range or anywhere past 128 (``specs(shape="wide-outer")``),
+  where partial-sum buffers sized for a fixed number of programs, or by a
+  floor where a ceiling belongs, go wrong;
 - ``grad:values:<class>``: the value classes the subject claims, and
   ``values:extreme`` for inputs that declare a ``value_range``;
 - ``grad:memory``: inputs in any claimed layout, grad_output in any class, and
@@ -39,7 +43,7 @@ from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.spec import Layout, Spec
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.layouts import layouts
-from triton_conformance.strategies._internal.specs import in_shape_class, specs
+from triton_conformance.strategies._internal.specs import in_shape_class, outer_dims, specs
 
 __all__ = ["GradientCells", "GRAD_LAYOUTS", "gradient_specs", "cell_options"]
 
@@ -55,8 +59,8 @@ _LAYOUTS = (
 _DTYPES = ("float16", "bfloat16", "float32", "float64")
 _SHAPES = (
     ("non-pow2", "dims at 2^k +- 1 and primes: every tail block of the backward partial"),
-    ("beyond-block", "the widest dim past one block, or a long batch of short rows: partial-sum buffers sized "
-                     "by the grid"),
+    ("beyond-block", "the widest dim past one block, then a long batch of short rows (an outer dim past 128, "
+                     "up to the top of its range): partial-sum buffers sized by the grid"),
 )
 _VALUES = (
     ("huge", "inputs around exp's overflow point"),
@@ -160,10 +164,20 @@ class GradientCells(CellKind):
         options = cell_options(value)
         policy, backend = context.policy, context.backend
         testable = tuple(d for d in FLOAT_DTYPES if d not in backend.untestable)
-        strategy = gradient_specs(context.subject, grad_layout=options["grad_layout"], memory=options["memory"],
+
+        def strategy(**pins: Any) -> st.SearchStrategy[Spec]:
+            return gradient_specs(context.subject, grad_layout=options["grad_layout"], memory=options["memory"],
                                   dtypes=testable, max_elements=policy.max_elements, max_outer=policy.max_outer,
                                   palette=backend.compiles and context.allowance.compile_budget is not None,
-                                  **options["pins"])
+                                  **{**options["pins"], **pins})
+
         shape = options["pins"].get("shape")
         keeps = (lambda c, o: in_shape_class(shape, c, o)) if shape else None
-        return search_cell(context, self.examples(context, value), [Draw(strategy, keeps)])
+        draws = [Draw(strategy(), keeps)]
+        if shape == "beyond-block" and outer_dims(context.subject.contract):
+            # Then a long batch of short rows: half the examples each.
+            half = max(2, policy.examples // 2)
+            draws = [Draw(strategy(), keeps, name="widest", max_examples=half),
+                     Draw(strategy(shape="wide-outer"), lambda c, o: in_shape_class("wide-outer", c, o),
+                          name="wide-outer", max_examples=half)]
+        return search_cell(context, self.examples(context, value), draws)

@@ -155,7 +155,7 @@ def _finding_page(finding: str, details: dict, message: str, **extra):
 
 def test_an_out_of_bounds_write_says_how_far_past_which_tensor():
     detail, cell = _finding_page(
-        "oob-write", {"side": "after", "byte_offset": 4104, "span_bytes": 4100},
+        "oob-write", {"side": "after", "byte_offset": 4104, "span_bytes": 4100, "shape": [1025], "dtype": "float32"},
         "wrote outside a (1025,) torch.float32 allocation: guard band after it changed (first changed byte at "
         "offset 4104 from the tensor's start, tensor is 4100 bytes)")
     words = ("wrote past the end of a (1025,) float32 tensor the launcher allocated (4100 bytes long): the first "
@@ -163,15 +163,16 @@ def test_an_out_of_bounds_write_says_how_far_past_which_tensor():
     assert detail.find("span", cls="finding").text() == words
     assert cell.find("a").attrs["title"] == f"k[memory]: unsafe: {words}"
     stats = [th.text() for th in detail.find_all("th")]
-    assert not {"side", "byte_offset", "span_bytes"} & set(stats)  # in words, not raw keys
-    before, _ = _finding_page("oob-write", {"side": "before", "byte_offset": -2, "span_bytes": 8},
+    assert not {"side", "byte_offset", "span_bytes", "shape", "dtype"} & set(stats)  # in words, not raw keys
+    before, _ = _finding_page("oob-write", {"side": "before", "byte_offset": -2, "span_bytes": 8, "shape": [2],
+                                            "dtype": "float32"},
                               "wrote outside a (2,) torch.float32 allocation: guard band before it changed")
     assert "wrote before the start of a (2,) float32 tensor" in before.text()
     assert "the 2nd byte before its start" in before.text()
 
 
 def test_unwritten_mutated_and_poisoned_read_findings_in_words():
-    detail, _ = _finding_page("unwritten", {"unwritten": 3, "total": 1025, "first_index": [0, 1022]},
+    detail, _ = _finding_page("unwritten", {"unwritten": 3, "total": 1025, "first_index": [0, 1022], "output": 0},
                               "output 0: 3 of 1025 elements never written; first at (0, 1022)")
     assert detail.find("span", cls="finding").text() == (
         "left 3 of 1025 elements of output 0 unwritten (they kept the poison it was allocated with); "

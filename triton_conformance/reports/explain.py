@@ -44,9 +44,6 @@ def text_colour(background: str) -> str:
 
 # -- findings in words ------------------------------------------------------------------------------
 
-_ALLOCATION = re.compile(r"outside an? (\([^)]*\)) (?:torch\.)?(\w+) allocation")
-
-
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -66,8 +63,8 @@ def _oob_write(r: dict[str, Any], d: dict[str, Any]) -> str | None:
     side, at, span = d.get("side"), d.get("byte_offset"), d.get("span_bytes")
     if side not in ("before", "after") or not isinstance(at, int) or not isinstance(span, int):
         return None
-    m = _ALLOCATION.search(r.get("message") or "")
-    what = f"a {m.group(1)} {m.group(2)} tensor" if m else "a tensor"
+    shape, dtype = d.get("shape"), d.get("dtype")
+    what = f"a {_index(shape)} {dtype} tensor" if isinstance(shape, list) and dtype else "a tensor"
     what += " the launcher allocated"
     if side == "after":
         return (f"wrote past the end of {what} ({_plural(span, 'byte')} long): the first changed byte is the "
@@ -80,8 +77,8 @@ def _unwritten(r: dict[str, Any], d: dict[str, Any]) -> str | None:
     holes, total = d.get("unwritten"), d.get("total")
     if not isinstance(holes, int) or not isinstance(total, int):
         return None
-    m = re.match(r"output (\d+):", r.get("message") or "")
-    which = f"output {m.group(1)}" if m else "the output"
+    which = (f"gradient {d['gradient']}" if d.get("gradient") else
+             f"output {d['output']}" if isinstance(d.get("output"), int) else "the output")
     text = f"left {holes} of {total} elements of {which} unwritten (they kept the poison it was allocated with)"
     if d.get("first_index") is not None:
         text += f"; the first at {_index(d['first_index'])}"

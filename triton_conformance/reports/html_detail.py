@@ -26,7 +26,8 @@ ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err
 # Keys shown elsewhere in the detail view, or repeats of the message.
 _HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels", "tests"}
 # Detail keys a finding's words already say (findings in words, not raw keys).
-_WORDED_DETAILS = {"oob-write": {"side", "byte_offset", "span_bytes"}, "unwritten": {"unwritten"},
+_WORDED_DETAILS = {"oob-write": {"side", "byte_offset", "span_bytes", "shape", "dtype"},
+                   "unwritten": {"unwritten", "output", "gradient"},
                    "mutated-input": {"inputs"}}
 # A measured performance cell's figures: shown in their own table, not as error statistics.
 PERF_FIELDS = (("bound", "bound"), ("achieved", "achieved"), ("unit", "unit"), ("peak", "peak"),

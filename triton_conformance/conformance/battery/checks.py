@@ -102,8 +102,7 @@ def memory_findings(built: Any, run: Run, other: Run | None = None, *, inplace: 
             first = tuple(int(v) for v in torch.nonzero(holes)[0]) if holes.dim() else ()
             label = f"grad {names[i]}" if names else f"output {i}"
             details = {"unwritten": int(holes.sum()), "total": out.numel(), "first_index": first}
-            if names:
-                details["gradient"] = names[i]
+            details.update({"gradient": names[i]} if names else {"output": i})
             findings.append(Finding("unsafe", "unwritten", f"{label}: {int(holes.sum())} of {out.numel()} elements "
                                     f"never written; first at {first}", details))
     return findings

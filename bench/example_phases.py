@@ -9,7 +9,7 @@ op) is attributed to its callers in proportion to what each spent in it:
 - ``draw``: our strategies drawing the spec;
 - ``build inputs``: the inputs embedded in sentinel storage;
 - ``guards and poison``: guarded allocations, poison, the memory checks, the repeat protocol;
-- ``launch``: calling the launcher (here, the torch op itself);
+- ``launch``: calling the launcher: the kernel (the interpreter's work, or here the torch op itself);
 - ``judge``: the oracle, the bound, the comparison;
 - ``search and record``: the search loop, the allowance, the observer, the result.
 
@@ -34,7 +34,8 @@ PHASES = (
     ("build inputs", ("strategies/_internal/tensors.py", "strategies/_internal/values.py")),
     ("guards and poison", ("conformance/battery/memory.py", "conformance/battery/allocations.py",
                            "conformance/battery/checks.py")),
-    ("launch", ("conformance/battery/launching.py", "bench/example_phases.py")),
+    ("launch", ("conformance/battery/launching.py", "conformance/harness.py", "/triton/", "kernels_under_test/",
+                "triton_conformance/compat/", "bench/example_phases.py")),
     ("judge", ("conformance/judge.py", "conformance/rules.py", "triton_conformance/oracles/")),
     ("search and record", ("triton_conformance/conformance/", "triton_conformance/model/")),
     ("hypothesis", ("/hypothesis/",)),

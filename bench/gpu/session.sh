@@ -14,6 +14,13 @@
 #   bugfinding    the bug-finding benchmark on CUDA
 #   fleet         `fleet` on a local Ray cluster over this machine's GPU, then the serial nightly over the
 #                 same subjects and seed, and the two matrices compared (carry .whl: docs/fleet.md)
+#   canary        the main job on --device interpreter with this image's triton and numpy: exit 4, one line
+#   nightlyseed   the nightly command on GPU 0 at seed SEED [23], WPG [auto] workers sharing it
+#   reach         issue 23's zoo bugs and twins on CUDA (bench/gpu/reach.sh)
+#   lice          the large-index cell of the cross-entropy subjects on CUDA (no harness error)
+#   calib         torch's own operations as subjects at CALIB_SEEDS [8] fresh nightly seeds (bench/calibration.py)
+#   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
+#                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 L=$OUT/logs
@@ -151,6 +158,22 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
         sanitizer) run_step sanitizer 240 python3 bench/gpu/nightly_hazards.py --step sanitizer --out "$L" ;;
         zoo) run_step zoo 300 python3 bench/zoo_check.py --device cuda ;;
         fleet) ( fleet_step ) ;;
+        canary) run_step canary 180 python3 -m triton_conformance.cli run --device interpreter --profile ci \
+                    --cell add --results "$L/canary/results.json" ;;
+        nightlyseed) rm -rf .conformance/examples
+                     CUDA_VISIBLE_DEVICES=0 run_step "nightly_s${SEED:-23}_w${WPG:-auto}" "${NS_LIMIT:-200}" \
+                         python3 -m triton_conformance.cli nightly --gpus 1 --workers-per-gpu "${WPG:-auto}" \
+                         --seed "${SEED:-23}" --fresh --results "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json"
+                     python3 bench/gpu/nightly_summary.py "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json" \
+                         >> "$OUT/summary.txt" 2>&1 ;;
+        reach) run_step reach "${REACH_LIMIT:-300}" bash bench/gpu/reach.sh ;;
+        lice) run_step lice 200 python3 bench/gpu/large_index_cross_entropy.py --devices cuda --out "$L/lice" ;;
+        calib) run_step calib "${CALIB_LIMIT:-240}" python3 bench/calibration.py --device cuda \
+                   --seeds "${CALIB_SEEDS:-8}" --out "$L/calibration.jsonl" ;;
+        falsealarms) rm -rf .conformance/examples
+                     run_step "falsealarms_${FA_NAME:-new}" "${FA_LIMIT:-420}" python3 bench/gpu/false_alarms_pool.py \
+                         --seeds "${FA_SEEDS:-20}" --workers "${FA_WORKERS:-14}" --profile nightly --device cuda \
+                         --root "${FA_ROOT:-.}" --out "$L/fa_${FA_NAME:-new}.jsonl" ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;
         *) note "unknown step $step" ;;
     esac

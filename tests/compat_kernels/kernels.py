@@ -132,3 +132,23 @@ def strided_copy(x):
     strided_copy_kernel[(x.shape[0],)](x, out, x.stride(0), x.stride(1), x.shape[1],
                                        BLOCK=triton.next_power_of_2(x.shape[1]))
     return out
+
+
+@triton.jit
+def _row_norm(x):
+    return tl.sqrt(tl.sum(x * x, axis=0))
+
+
+@triton.jit
+def nested_calls_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Each program calls jit functions inside the kernel: a helper, tl.sum, tl.max, tl.sqrt."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    tl.store(out_ptr + row, _row_norm(x) + tl.max(x, axis=0))
+
+
+def nested_calls(x):
+    out = torch.empty(x.shape[0], dtype=x.dtype)
+    nested_calls_kernel[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out

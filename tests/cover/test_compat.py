@@ -35,7 +35,7 @@ def only(name, **kw):
 
 
 def test_every_shim_is_named_described_installed_and_removed_again():
-    assert tuple(SHIMS) == ("libdevice", "autotune", "device_context", "device_properties", "cuda_allocations",
+    assert tuple(SHIMS) == ("nested_calls", "libdevice", "autotune", "device_context", "device_properties", "cuda_allocations",
                             "torch_hip", "nvidia_smi", "jit_function", "compiled_kernel", "tensor_wrappers",
                             "lang_globals", "float_scalars", "loop_vars", "overflow_checks", "bf16")
     assert all(isinstance(line, str) and line and "\n" not in line for line in SHIMS.values())
@@ -292,3 +292,30 @@ def test_overflow_checks_that_only_debug_would_assert_are_not_computed():
         counts[shims] = len(made)
     assert torch.equal(outputs[()], x) and torch.equal(outputs[("overflow_checks",)], x)
     assert counts[("overflow_checks",)] < counts[()] / 2, counts  # each index op built its int64 check
+
+
+def test_jit_calls_inside_a_kernel_do_not_patch_the_language_again():
+    from triton.runtime import interpreter
+
+    scans = []
+    original = interpreter._patch_builtin
+
+    def counting(*args, **kwargs):
+        scans.append(1)
+        return original(*args, **kwargs)
+
+    x = torch.randn(6, 20)
+    expected = x.norm(dim=1) + x.max(dim=1).values
+    counts = {}
+    for shims in ((), ("nested_calls",)):
+        compat.uninstall()
+        compat.install(shims)
+        scans.clear()
+        interpreter._patch_builtin = counting
+        try:
+            out = kernels.nested_calls(x)
+        finally:
+            interpreter._patch_builtin = original
+        assert torch.allclose(out, expected, atol=1e-5), shims
+        counts[shims] = len(scans)
+    assert counts[("nested_calls",)] * 4 <= counts[()], counts  # the launch's patch only, not one per call

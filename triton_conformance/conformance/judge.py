@@ -99,6 +99,11 @@ def clean_rejection(exc: BaseException) -> bool:
     return rejection(exc) == "clean"
 
 
+def _as_float32(value: float) -> float:
+    """``value`` rounded to the nearest fp32 (inf past fp32's range, as the kernel would hold it)."""
+    return float(torch.tensor(value, dtype=torch.float32))
+
+
 @dataclass(frozen=True)
 class Judge:
     """Judges one subject's outputs on one back end.
@@ -112,9 +117,17 @@ class Judge:
     example_alpha: float | None = None
 
     # -- the oracle -------------------------------------------------------
+    def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:
+        """``scalars`` as the kernel received them: a float scalar rounded to fp32, the type Triton gives
+        a Python float argument (a kernel forming ``1 - beta2`` from it is exact; the oracle must start
+        from the same beta2).  Int and bool scalars, and names the contract does not declare, as they are."""
+        declared = self.subject.contract.scalars
+        return {n: (_as_float32(v) if n in declared and declared[n].kind == "float" and isinstance(v, float) else v)
+                for n, v in scalars.items()}
+
     def _call(self, what: str, fn: Any, inputs: Mapping[str, Any], scalars: Mapping[str, Any]) -> tuple:
         try:
-            return as_tuple(fn(**inputs, **scalars))
+            return as_tuple(fn(**inputs, **self.launched_scalars(scalars)))
         except Exception as exc:  # noqa: BLE001 - any error in the user's own reference is theirs
             raise_if_out_of_memory(exc, f"in the {what}")  # the machine's limit, not a mistake of theirs
             raise OracleError(what, exc) from None
@@ -174,7 +187,7 @@ class Judge:
             return bound
         if tol.reference_k is not None:
             return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,
-                         source="subject" + (", tf32 dot" if tf32 else ""))
+                         source="subject" + (", tf32 dot" if tf32 else ""), per_term=bound.per_term)
         return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
                      atol=bound.atol if tol.atol is None else tol.atol, source="subject")
 
@@ -196,6 +209,7 @@ class Judge:
                 raise OracleError("error_scale", ValueError(
                     f"it returned {len(scales)} scale(s) for the oracle's {len(refs)} output(s), expected one each"))
         lowps = None
+        magnitudes = self.output_magnitudes(inputs, scalars)
         for i, (out, ref) in enumerate(zip(outputs, refs)):
             if not isinstance(out, torch.Tensor):
                 return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
@@ -214,7 +228,24 @@ class Judge:
                 lowps = lowps or self.oracle(inputs, scalars, in_input_dtype=True)
                 lowp = self.mask_policy(inputs, lowps[i].to(torch.float64))
             name = where + (f"output[{i}]" if len(outputs) > 1 else "output")
-            mismatch = compare(out, ref, bound, lowp=lowp, name=name)
+            mismatch = compare(out, ref, bound, lowp=lowp, name=name, magnitude=functools.partial(magnitudes, i))
             if mismatch is not None:
                 return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())
         return None
+
+    def output_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any]):
+        """A function of an output's index giving the magnitude of the terms behind each of its elements
+        (:func:`~triton_conformance.oracles.magnitude.output_magnitudes`, run at most once, on first
+        call: only an output that fails the plain bound needs it), or None where they cannot be traced."""
+        done: list = []
+
+        def of(i: int):
+            if not done:
+                from triton_conformance.oracles.magnitude import output_magnitudes
+
+                done.append(output_magnitudes(self.subject.contract.oracle, self.as_float64(inputs),
+                                              self.launched_scalars(scalars)))
+            mags = done[0]
+            return None if mags is None or i >= len(mags) else mags[i]
+
+        return of

@@ -33,12 +33,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, action="append", default=[], help="run this seed (repeatable)")
     parser.add_argument("--minutes", type=float, default=None, help="stop starting seeds after this long")
     parser.add_argument("--profile", default="nightly")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where torch's ops run: the CPU (no interpreter is involved), or CUDA")
     parser.add_argument("--subjects", default="", help="comma-separated substrings of subject names")
     parser.add_argument("--cells", default="", help="comma-separated prefixes of cell names (e.g. grad:,values:)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="one line per cell, with its time")
     args = parser.parse_args()
 
     from tests.calibration import subjects
-    from triton_conformance.conformance.backend import current_backend
+    from triton_conformance.conformance.backend import Backend, current_backend
     from triton_conformance.conformance.kinds.base import cells_for
     from triton_conformance.conformance.runner import run_cell
     from triton_conformance.model.config import run_config
@@ -48,7 +51,8 @@ def main() -> int:
     prefixes = tuple(c for c in args.cells.split(",") if c)
     if not chosen:
         parser.error(f"--subjects={args.subjects!r} matches no calibration subject")
-    backend = current_backend("interpreter")
+    # torch's ops never go through the interpreter, so its bf16 probe does not concern them.
+    backend = current_backend("cuda") if args.device == "cuda" else Backend(name="interpreter")
     rng = random.SystemRandom()
     seeds = list(args.seed) or [rng.randrange(2**32) for _ in range(args.seeds)]
     start = time.perf_counter()
@@ -56,15 +60,18 @@ def main() -> int:
     for seed in seeds:
         if args.minutes is not None and time.perf_counter() - start > args.minutes * 60:
             break
-        config = run_config(profile=args.profile, seed=seed)
+        config = run_config(profile=args.profile, seed=seed, device="cuda" if args.device == "cuda" else "interpreter")
         t0 = time.perf_counter()
         failed_here = 0
         for subject in chosen:
             for cell in cells_for(subject.contract):
                 if prefixes and not cell.startswith(prefixes):
                     continue
+                t_cell = time.perf_counter()
                 result = run_cell(subject, cell, backend=backend, config=config)
                 cells += 1
+                if args.verbose:
+                    print(f"    {subject.name}[{cell}] {result.outcome} {time.perf_counter() - t_cell:.1f} s", flush=True)
                 if result.outcome not in PASSING:
                     failed_here += 1
                     failures.append((seed, subject.name, cell, result))

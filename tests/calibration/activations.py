@@ -2,14 +2,14 @@
 
 import torch.nn.functional as F
 
-from tests.calibration.common import COLUMNS, DTYPES, ROWS, VALUES
+from tests.calibration.common import COLUMNS, DTYPES, FINITE_VALUES, ROWS, VALUES
 from triton_conformance import Tensor, subject
 
 INPUT = {"x": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")}
 DIMS = {"M": ROWS, "N": COLUMNS}
 
 
-@subject(inputs=INPUT, dims=DIMS, family="torch_activation", oracle=lambda x: F.gelu(x), values=VALUES,
+@subject(inputs=INPUT, dims=DIMS, family="torch_activation", oracle=lambda x: F.gelu(x), values=FINITE_VALUES,
          backward=True)
 def torch_gelu(x):
     """F.gelu (the erf form)."""

@@ -2,7 +2,7 @@
 
 import torch.nn.functional as F
 
-from tests.calibration.common import DTYPES, VALUES
+from tests.calibration.common import DTYPES, ROUNDS_TO_INPUT, VALUES
 from triton_conformance import Backward, Dim, Tensor, subject
 
 IGNORE = -100
@@ -16,7 +16,7 @@ def cross_entropy(logits, target):
 
 
 @subject(inputs=INPUTS, dims=DIMS, family="torch_cross_entropy", oracle=cross_entropy, reduces="V",
-         values=VALUES, backward=Backward(grads=("logits",), output=()))
+         values=VALUES, accumulate=ROUNDS_TO_INPUT, backward=Backward(grads=("logits",), output=()))
 def torch_cross_entropy(logits, target):
     """F.cross_entropy with ignore_index=-100, the mean over the rows not ignored."""
     return cross_entropy(logits, target)
@@ -27,7 +27,7 @@ def cross_entropy_per_row(logits, target):
 
 
 @subject(inputs=INPUTS, dims=DIMS, family="torch_cross_entropy", oracle=cross_entropy_per_row, reduces="V",
-         values=VALUES, backward=Backward(grads=("logits",), output=("M",)))
+         values=VALUES, accumulate=ROUNDS_TO_INPUT, backward=Backward(grads=("logits",), output=("M",)))
 def torch_cross_entropy_per_row(logits, target):
     """F.cross_entropy with ignore_index=-100, one loss per row."""
     return cross_entropy_per_row(logits, target)

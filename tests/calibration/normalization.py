@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from tests.calibration.common import COLUMNS, DTYPES, EPS, ROWS, VALUES
+from tests.calibration.common import COLUMNS, DTYPES, EPS, FINITE_VALUES, ROUNDS_TO_INPUT, ROWS, VALUES
 from triton_conformance import Tensor, subject
 
 DIMS = {"M": ROWS, "N": COLUMNS}
@@ -19,7 +19,7 @@ def torch_softmax(x):
 
 
 @subject(inputs={"x": X}, dims=DIMS, family="torch_softmax", oracle=lambda x: torch.log_softmax(x, -1),
-         reduces="N", values=VALUES, backward=True)
+         reduces="N", values=VALUES, accumulate=ROUNDS_TO_INPUT, backward=True)
 def torch_log_softmax(x):
     """torch.log_softmax over the last dim."""
     return torch.log_softmax(x, -1)
@@ -30,7 +30,7 @@ def layer_norm(x, weight, bias, eps):
 
 
 @subject(inputs={"x": X, "weight": ROW_PARAMETER, "bias": ROW_PARAMETER}, dims=DIMS, family="torch_layer_norm",
-         scalars={"eps": EPS}, oracle=layer_norm, reduces="N", values=VALUES, backward=True)
+         scalars={"eps": EPS}, oracle=layer_norm, reduces="N", values=FINITE_VALUES, backward=True)
 def torch_layer_norm(x, weight, bias, eps):
     """F.layer_norm over the last dim, with weight and bias."""
     return layer_norm(x, weight, bias, eps)
@@ -41,7 +41,7 @@ def layer_norm_no_bias(x, weight, eps):
 
 
 @subject(inputs={"x": X, "weight": ROW_PARAMETER}, dims=DIMS, family="torch_layer_norm", scalars={"eps": EPS},
-         oracle=layer_norm_no_bias, reduces="N", values=VALUES, backward=True)
+         oracle=layer_norm_no_bias, reduces="N", values=FINITE_VALUES, backward=True)
 def torch_layer_norm_no_bias(x, weight, eps):
     """F.layer_norm over the last dim, with a weight and no bias."""
     return layer_norm_no_bias(x, weight, eps)

@@ -31,6 +31,7 @@ MODULES = (
     "zoo_gradients",
     "zoo_autotune",
     "zoo_semantics",
+    "zoo_tolerance",
 )
 
 

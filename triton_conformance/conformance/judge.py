@@ -235,17 +235,31 @@ class Judge:
 
     def output_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any]):
         """A function of an output's index giving the magnitude of the terms behind each of its elements
-        (:func:`~triton_conformance.oracles.magnitude.output_magnitudes`, run at most once, on first
-        call: only an output that fails the plain bound needs it), or None where they cannot be traced."""
-        done: list = []
+        (:func:`~triton_conformance.oracles.magnitude.output_magnitudes`; traced once, on the first call:
+        only an output that fails the plain bound needs it), or None where they cannot be traced."""
+        from triton_conformance.oracles import magnitude
 
-        def of(i: int):
-            if not done:
-                from triton_conformance.oracles.magnitude import output_magnitudes
+        return _traced_once(lambda: magnitude.output_magnitudes(
+            self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars)))
 
-                done.append(output_magnitudes(self.subject.contract.oracle, self.as_float64(inputs),
-                                              self.launched_scalars(scalars)))
-            mags = done[0]
-            return None if mags is None or i >= len(mags) else mags[i]
+    def gradient_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], grad_output: Any):
+        """As :meth:`output_magnitudes`, for the gradients the backward declares (in ``Backward.grads``
+        order), backpropagating ``grad_output``: pass ``functools.partial(it, i)`` to ``compare``."""
+        from triton_conformance.oracles import magnitude
 
-        return of
+        return _traced_once(lambda: magnitude.gradient_magnitudes(
+            self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars),
+            self.subject.contract.backward.grads, grad_output.detach().to(torch.float64)))
+
+
+def _traced_once(trace: Any):
+    """``i -> trace()[i]``, calling ``trace`` at most once (None where it gave None or too few)."""
+    done: list = []
+
+    def of(i: int):
+        if not done:
+            done.append(trace())
+        mags = done[0]
+        return None if mags is None or i >= len(mags) else mags[i]
+
+    return of

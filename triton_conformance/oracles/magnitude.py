@@ -35,10 +35,11 @@ for an example whose output fails the plain bound.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["gradient_magnitudes", "output_magnitudes"]
 
@@ -101,55 +102,90 @@ def _wrap(out: Any, mags: Any) -> Any:
 
 # -- rules -----------------------------------------------------------------
 
-# Ops that move or copy values (each output element is one input element, or a sum of them with
-# coefficients 0 and 1 or a positive mean): the same op on the magnitudes gives the magnitudes.
+# Ops that move or copy values (each output element is an input element, or 0): the same op on the
+# magnitudes moves them the same way.
 _MOVES = {
-    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "slice", "select", "unsqueeze",
-    "squeeze", "clone", "contiguous", "_to_copy", "alias", "detach", "lift_fresh", "lift_fresh_copy", "as_strided",
-    "index", "index_select", "gather", "cat", "stack", "split", "split_with_sizes", "unbind", "narrow", "flip",
-    "roll", "repeat", "constant_pad_nd", "diagonal", "tril", "triu", "masked_fill", "index_put", "scatter",
-    "slice_scatter", "select_scatter", "diagonal_scatter", "view_as_real", "unfold", "expand_copy", "permute_copy",
-    "view_copy", "transpose_copy", "t_copy", "unsqueeze_copy", "squeeze_copy", "slice_copy", "select_copy",
-    "alias_copy", "clone", "copy", "_reshape_alias", "movedim", "split_copy", "index_copy", "masked_scatter",
-    "take_along_dim", "repeat_interleave", "fill", "zero", "_unsafe_index", "pixel_shuffle",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "expand", "permute", "transpose", "t", "movedim", "slice",
+    "select", "unsqueeze", "squeeze", "narrow", "diagonal", "as_strided", "unfold", "split", "split_with_sizes",
+    "unbind", "alias", "detach", "lift_fresh", "lift_fresh_copy", "clone", "contiguous", "_to_copy", "copy",
+    "expand_copy", "permute_copy", "view_copy", "transpose_copy", "t_copy", "unsqueeze_copy", "squeeze_copy",
+    "slice_copy", "select_copy", "alias_copy", "split_copy", "index", "_unsafe_index", "index_select", "gather",
+    "take_along_dim", "cat", "stack", "flip", "roll", "repeat", "repeat_interleave", "constant_pad_nd", "tril",
+    "triu", "masked_fill", "masked_scatter", "index_put", "index_copy", "scatter", "slice_scatter",
+    "select_scatter", "diagonal_scatter", "fill", "zero", "pixel_shuffle",
 }
-# Sums: the same op on the magnitudes, plus the output's own rounding.
-_SUMS = {"sum", "mean", "cumsum", "nansum", "scatter_add", "index_add", "scatter_reduce", "index_reduce",
-         "_unsafe_index_put", "trace"}
+# Sums: each output adds several terms, rounding as it goes.
+_SUMS = {"sum", "mean", "nansum", "cumsum", "scatter_add", "index_add"}
 # Constants made from a tracked tensor's shape: exact.
 _CONSTANTS = {"zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
               "new_empty", "new_empty_strided", "empty_strided", "rand_like", "randn_like", "randint_like",
               "scalar_tensor", "bernoulli"}
 _SELECTIONS = {"amax", "amin", "max", "min"}
-_SORTS = {"sort", "topk", "kthvalue", "median", "mode", "cummax", "cummin"}
+_SORTS = {"sort", "topk"}
+_BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "convolution"}
 
 
 def _substituted(func, args: tuple, kwargs: dict, swap: Callable[[Any], Any]) -> tuple[tuple, dict]:
-    """``args``/``kwargs`` with every tensor through ``swap`` and every Scalar-typed argument (a
+    """``args``/``kwargs`` with every float tensor through ``swap`` and every Scalar-typed argument (a
     fill value, a padding value) set to 0: a constant carries no rounding."""
     schema = func._schema.arguments
     names = [a.name for a in schema]
     scalar_args = {a.name for a in schema if isinstance(a.type, torch.NumberType)}
-    new_args = tuple(0 if i < len(names) and names[i] in scalar_args else tree_map(swap, a)
+
+    def each(x):
+        return swap(x) if _is_float(x) else x
+
+    new_args = tuple(0 if i < len(names) and names[i] in scalar_args else tree_map(each, a)
                      for i, a in enumerate(args))
-    new_kwargs = {k: (0 if k in scalar_args else tree_map(swap, v)) for k, v in kwargs.items()}
+    new_kwargs = {k: (0 if k in scalar_args else tree_map(each, v)) for k, v in kwargs.items()}
     return new_args, new_kwargs
 
 
 def _moved(func, args, kwargs):
+    """``func`` applied to the magnitudes instead of the values."""
     a, k = _substituted(func, args, kwargs, _magnitude)
     return func(*a, **k)
 
 
+def _on_abs(func, args, kwargs):
+    """``func`` applied to the absolute values: for a sum, the sum of the terms' sizes."""
+    a, k = _substituted(func, args, kwargs, lambda x: _finite_abs(_value(x)))
+    return func(*a, **k)
+
+
+def _finite_abs(x: torch.Tensor) -> torch.Tensor:
+    """``|x|``, 0 where x is inf or NaN (those are compared exactly, and carry no rounding)."""
+    return torch.where(torch.isfinite(x), x.abs(), torch.zeros_like(x))
+
+
 def _abs_out(out: Any) -> Any:
-    """``|out|``, the op's own rounding; 0 where it is inf or NaN (those are compared exactly)."""
-    return tree_map(lambda o: torch.where(torch.isfinite(o), o.abs(), 0.0) if _is_float(o) else o, out)
+    return tree_map(lambda o: _finite_abs(o) if _is_float(o) else o, out)
 
 
 def _plus(a: Any, b: Any) -> Any:
     if isinstance(a, (tuple, list)):
         return type(a)(_plus(x, y) for x, y in zip(a, b))
     return a + b if _is_float(a) else a
+
+
+def _terms(inp: torch.Tensor, out: torch.Tensor) -> int:
+    """How many terms each output element of a sum adds (at least 1)."""
+    return max(inp.numel() // max(out.numel(), 1), 1)
+
+
+def _summed(func, args, kwargs, values, out):
+    """The terms' magnitudes summed, plus ``sqrt(n) * sum |terms|``: the partial sums' roundings
+    (each at most the sum of the terms' sizes; their errors grow as ``sqrt(n)`` over ``n`` steps,
+    Higham and Mary's probabilistic bound)."""
+    name = func.__name__.split(".")[0].rstrip("_")
+    if name == "cumsum":
+        dim = values[1] if len(values) > 1 else kwargs["dim"]
+        n = values[0].shape[dim] if values[0].dim() else 1
+    elif name in ("scatter_add", "index_add"):
+        n = _terms(values[-1], out) + 1
+    else:
+        n = _terms(values[0], out)
+    return _moved(func, args, kwargs) + math.sqrt(n) * _on_abs(func, args, kwargs)
 
 
 def _pointwise(func, args, kwargs, values, vkwargs, out):
@@ -162,49 +198,63 @@ def _pointwise(func, args, kwargs, values, vkwargs, out):
         def at(primal, i=i):
             items = list(vflat)
             items[i] = primal
-            a, k = torch.utils._pytree.tree_unflatten(items, spec)
+            a, k = tree_unflatten(items, spec)
             if func._schema.is_mutable:  # an in-place op: its out-of-place twin on a copy
                 a = (a[0].clone(),) + tuple(a[1:])
             return func(*a, **k)
 
+        m = flat[i].magnitude.to(vflat[i].dtype)
         try:
-            _, tangent = torch.func.jvp(at, (vflat[i].clone(),), (flat[i].magnitude.to(vflat[i].dtype),))
+            tangent = _jvp(at, vflat[i].clone(), m)
         except (RuntimeError, NotImplementedError):  # no forward-mode formula: central differences
-            step = 2.0**-20
-            m = flat[i].magnitude
-            tangent = tree_map(lambda hi, lo: (hi - lo) / (2 * step) if _is_float(hi) else hi,
-                               at(vflat[i] + step * m), at(vflat[i] - step * m))
+            step = 2.0**-20 * vflat[i].abs().clamp_min(2.0**-20)  # small against the value: no pole crossed
+            tangent = tree_map(lambda hi, lo: (hi - lo) / (2 * step) * m if _is_float(hi) else hi,
+                               at(vflat[i] + step), at(vflat[i] - step))
         # 0 * inf (a derivative that is infinite where no term reaches) is 0, not NaN.
         total = _plus(total, tree_map(lambda t: torch.nan_to_num(t.abs(), nan=0.0) if _is_float(t) else t, tangent))
     return total
 
 
-def _bilinear(func, args, kwargs, out):
-    """``|A| @ m_B + m_A @ |B|`` (and ``|beta| * m_C`` for the ``add...`` forms), plus ``|out|``."""
+_JVP_THREAD: list = []
+
+
+def _jvp(fn: Callable[[torch.Tensor], Any], primal: torch.Tensor, tangent: torch.Tensor) -> Any:
+    """``fn``'s forward-mode derivative at ``primal`` along ``tangent``, computed on a thread of its own:
+    inside ``__torch_dispatch__`` the autograd keys are excluded from this thread's dispatch."""
+    if not _JVP_THREAD:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _quietly_import_decompositions()
+        _JVP_THREAD.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnitude-jvp"))
+    return _JVP_THREAD[0].submit(torch.func.jvp, fn, (primal,), (tangent,)).result()[1]
+
+
+def _bilinear(func, args, kwargs, values, out):
+    """``m_A @ |B| + |A| @ m_B + sqrt(K) * |A| @ |B|`` for a product contracting K terms (the
+    componentwise bound of a dot product, its partial sums growing as a sum's), and ``|beta| * m_C``
+    for the ``add...`` forms."""
     name = func.__name__.split(".")[0]
-    a, k = list(args), dict(kwargs)
-    if name in ("addmm", "addbmm", "baddbmm", "addmv", "addr"):
-        beta = abs(k.pop("beta", 1))
-        alpha = abs(k.pop("alpha", 1))
-        c, x, y = a[:3]
-        base = aten.mm.default if name == "addmm" else aten.bmm.default if name == "baddbmm" else None
-        if base is None:
-            raise Unsupported(func)
-        terms = base(_magnitude(x), _value(y).abs()) + base(_value(x).abs(), _magnitude(y))
-        return beta * _magnitude(c) + alpha * terms + out.abs()
+    a = list(args)
+    scaled = name in ("addmm", "baddbmm", "addmv")
+    if scaled:
+        beta, alpha = abs(kwargs.get("beta", 1)), abs(kwargs.get("alpha", 1))
+        c, a = a[0], a[1:]
+        func = {"addmm": aten.mm.default, "baddbmm": aten.bmm.default, "addmv": aten.mv.default}[name]
+        name = func.__name__.split(".")[0]
+    x, y, rest = a[0], a[1], a[2:]
     if name == "convolution":
-        x, w, bias = a[:3]
-        rest = a[3:]
-        terms = func(_magnitude(x), _value(w).abs(), None, *rest) + func(_value(x).abs(), _magnitude(w), None, *rest)
-        if bias is not None:
-            shape = [1, -1] + [1] * (terms.dim() - 2)
-            terms = terms + _magnitude(bias).reshape(shape)
-        return terms + out.abs()
-    x, y = a[:2]
-    return func(_magnitude(x), _value(y).abs()) + func(_value(x).abs(), _magnitude(y)) + out.abs()
-
-
-_BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "matmul", "addmm", "baddbmm", "convolution", "outer", "ger"}
+        rest = [None] + rest[1:]  # the bias is added below
+        k = _value(y).shape[1] * math.prod(_value(y).shape[2:])
+    else:
+        k = _value(x).shape[-1] if _value(x).dim() else 1
+    mx, my = _magnitude(x), _magnitude(y)
+    ax, ay = _finite_abs(_value(x)), _finite_abs(_value(y))
+    total = func(mx, ay, *rest) + func(ax, my, *rest) + math.sqrt(max(k, 1)) * func(ax, ay, *rest)
+    if name == "convolution" and args[2] is not None:
+        total = total + _magnitude(args[2]).reshape([1, -1] + [1] * (total.dim() - 2))
+    if scaled:
+        total = beta * _magnitude(c) + alpha * total
+    return total
 
 
 def _selection(func, args, kwargs, values, out):
@@ -286,6 +336,17 @@ _OWN = {
 }
 
 
+def _quietly_import_decompositions() -> None:
+    """torch's decomposition tables (forward-mode AD loads some on first use): importing them scripts
+    a few functions, and torch.jit.script warns that it is deprecated."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import torch._decomp  # noqa: F401
+        import torch._decomp.decompositions_for_jvp  # noqa: F401
+
+
 def _decomposition(func) -> Callable[..., Any] | None:
     """How to run ``func`` as ops with rules: ours, its CompositeImplicitAutograd kernel, or torch's."""
     if func in _OWN:
@@ -294,6 +355,7 @@ def _decomposition(func) -> Callable[..., Any] | None:
         return _prims_var
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
         return func.decompose
+    _quietly_import_decompositions()
     from torch._decomp import decomposition_table
 
     return decomposition_table.get(func)
@@ -303,9 +365,11 @@ def _rule(func) -> str | None:
     base = func.__name__.split(".")[0]
     if base.endswith("_") and not base.endswith("__"):
         base = base[:-1]  # add_ -> add: in place, the same rule
+    if base in _MOVES:  # before the pointwise tag: a copy (clone, _to_copy) is tagged pointwise too
+        return "move"
     if torch.Tag.pointwise in func.tags:
         return "pointwise"
-    for rule, names in (("move", _MOVES), ("sum", _SUMS), ("constant", _CONSTANTS), ("selection", _SELECTIONS),
+    for rule, names in (("sum", _SUMS), ("constant", _CONSTANTS), ("selection", _SELECTIONS),
                         ("sort", _SORTS), ("bilinear", _BILINEAR)):
         if base in names:
             return rule
@@ -318,14 +382,14 @@ def _magnitudes(rule: str, func, args, kwargs, values, vkwargs, out):
     if rule == "move":
         return _moved(func, args, kwargs)
     if rule == "sum":
-        return _plus(_moved(func, args, kwargs), _abs_out(out))
+        return _summed(func, args, kwargs, values, out)
     if rule == "constant":
         return tree_map(lambda o: torch.zeros_like(o) if _is_float(o) else o, out)
     if rule == "selection":
         return _selection(func, args, kwargs, values, out)
     if rule == "sort":
         return _sorted(func, args, kwargs, out)
-    return _bilinear(func, args, kwargs, out)
+    return _bilinear(func, args, kwargs, values, out)
 
 
 def _in_place(func, rule: str, args, kwargs, values, vkwargs):
@@ -341,10 +405,10 @@ def _in_place(func, rule: str, args, kwargs, values, vkwargs):
     if rule == "pointwise":
         mags = _pointwise(func, args, kwargs, values, vkwargs, out)
         target.magnitude.copy_(mags)
+    elif rule == "sum":  # _moved inside adds the terms' magnitudes into the target's, in place
+        target.magnitude.copy_(_summed(func, args, kwargs, values, out))
     else:  # the same op on the target's magnitude, in place
         _moved(func, args, kwargs)
-        if rule == "sum":
-            target.magnitude.add_(out.abs())
     func(*values, **vkwargs)
     return target
 

@@ -66,7 +66,7 @@ class Bound:
     """A resolved tolerance: ``atol + rtol * |ref|``, or the reference rule when ``reference_k`` is set.
 
     ``per_term``: what the bound allows per unit of the magnitude of the terms
-    behind an element (``C * u_acc * sqrt(K)``), applied by :meth:`conditioned`
+    behind an element (``C * u_acc``), applied by :meth:`conditioned`
     once those magnitudes are known; 0 for a bound the subject set itself.
     """
 
@@ -128,7 +128,7 @@ def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "floa
         return Bound(rtol=0.0, atol=0.0)
     rtol = SAFETY_FACTOR * (u_out + u_acc * depth)
     atol = SAFETY_FACTOR * u_acc * depth * scale + SMALLEST_NORMAL[out_dtype]
-    per_term = SAFETY_FACTOR * u_acc * depth
+    per_term = SAFETY_FACTOR * u_acc  # the magnitudes carry their sums' depths themselves
     if tf32:
         rtol += SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF
         atol = atol + SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF * scale

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.calibration.common import COLUMNS, DTYPES, EPS, FINITE_VALUES, ROUNDS_TO_INPUT, ROWS, VALUES
-from triton_conformance import Tensor, subject
+from triton_conformance import Backward, Tensor, subject
 
 DIMS = {"M": ROWS, "N": COLUMNS}
 X = Tensor(("M", "N"), dtypes=DTYPES, layouts="any")
@@ -12,7 +12,7 @@ ROW_PARAMETER = Tensor(("N",), layouts="any", same_dtype_as="x")
 
 
 @subject(inputs={"x": X}, dims=DIMS, family="torch_softmax", oracle=lambda x: torch.softmax(x, -1), reduces="N",
-         values=VALUES, backward=True)
+         values=VALUES, backward=Backward(accumulate={"x": ROUNDS_TO_INPUT}))
 def torch_softmax(x):
     """torch.softmax over the last dim."""
     return torch.softmax(x, -1)
@@ -30,7 +30,8 @@ def layer_norm(x, weight, bias, eps):
 
 
 @subject(inputs={"x": X, "weight": ROW_PARAMETER, "bias": ROW_PARAMETER}, dims=DIMS, family="torch_layer_norm",
-         scalars={"eps": EPS}, oracle=layer_norm, reduces="N", values=FINITE_VALUES, backward=True)
+         scalars={"eps": EPS}, oracle=layer_norm, reduces="N", values=FINITE_VALUES,
+         backward=Backward(accumulate={"x": ROUNDS_TO_INPUT, "weight": ROUNDS_TO_INPUT, "bias": ROUNDS_TO_INPUT}))
 def torch_layer_norm(x, weight, bias, eps):
     """F.layer_norm over the last dim, with weight and bias."""
     return layer_norm(x, weight, bias, eps)
@@ -41,7 +42,8 @@ def layer_norm_no_bias(x, weight, eps):
 
 
 @subject(inputs={"x": X, "weight": ROW_PARAMETER}, dims=DIMS, family="torch_layer_norm", scalars={"eps": EPS},
-         oracle=layer_norm_no_bias, reduces="N", values=FINITE_VALUES, backward=True)
+         oracle=layer_norm_no_bias, reduces="N", values=FINITE_VALUES,
+         backward=Backward(accumulate={"x": ROUNDS_TO_INPUT, "weight": ROUNDS_TO_INPUT}))
 def torch_layer_norm_no_bias(x, weight, eps):
     """F.layer_norm over the last dim, with a weight and no bias."""
     return layer_norm_no_bias(x, weight, eps)

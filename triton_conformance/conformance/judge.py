@@ -196,6 +196,8 @@ class Judge:
                 scalars: Mapping[str, Any], outputs: tuple, *, where: str = "") -> Finding | None:
         """A Finding if ``outputs`` (the launcher's, for ``inputs``) break the contract, else None.
 
+        An output that fails the plain bound is judged again against the magnitude of the terms
+        behind each element (:meth:`output_magnitudes`), traced only then.
         ``where`` qualifies output names in messages (``"last 3 rows of "``).
         """
         contract = self.subject.contract

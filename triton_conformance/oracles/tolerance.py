@@ -18,6 +18,14 @@ sum is not blamed on the kernel), ``tiny_out`` the smallest normal number of the
 The inputs handed to the oracle are the kernel's own inputs, already rounded
 to their dtype, so input rounding is not part of the budget.
 
+**Cancellation.**  Where the terms of a result cancel, the rule above is too
+tight: a sum's error is ``u * sum|x|``, not ``u * |sum x|``.  An element that
+fails it is judged again under :meth:`Bound.conditioned`: the larger of the
+rule above and ``C * u_acc * m``, ``m`` the magnitude of the terms behind the
+element, from a running error analysis of the oracle itself
+(:mod:`.magnitude`; each sum and product carries its own depth there, so no
+``sqrt(K)``).  ``docs/tolerance.md`` has the design and its calibration.
+
 **tf32.**  On CUDA, ``tl.dot`` on fp32 inputs defaults to tf32: each input is
 rounded to a 10-bit mantissa (``u_tf32 = 2^-11``) before the products are
 accumulated in fp32.  A subject whose contract declares

@@ -24,8 +24,13 @@ import triton
 import triton.language as tl
 
 from kernels_under_test.layer_norm import LAYER_NORM_CONTRACT, check_layer_norm_args
-from kernels_under_test.rms_norm import RMS_NORM_CONTRACT, _block, check_rms_norm_args, rms_norm_dw_kernel, \
-    rms_norm_forward
+from kernels_under_test.rms_norm import (
+    RMS_NORM_CONTRACT,
+    _block,
+    check_rms_norm_args,
+    rms_norm_dw_kernel,
+    rms_norm_forward,
+)
 from kernels_under_test.softmax import SOFTMAX_CONTRACT, check_softmax_args
 from triton_conformance import Dim, Tensor, register, subject
 

@@ -1,12 +1,17 @@
 """The tolerance policy (oracles/tolerance.py) and the comparison (oracles/comparison.py)."""
 
 import math
+import os
 from types import SimpleNamespace
 
-import pytest
-import torch
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before the @triton.jit below is defined
 
-import triton_conformance as tc
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+import triton_conformance as tc  # noqa: E402
 from triton_conformance import Dim, InvalidContract, Scalar, Tensor, Tolerance
 from triton_conformance.conformance.judge import Judge
 from triton_conformance.oracles import (
@@ -312,3 +317,56 @@ def test_tf32_flash_attention_passes_on_cuda_terms_and_would_fail_without_them(n
     wrong = got.clone()
     wrong[0, 3] += 0.05 * scale
     assert compare(wrong, ref, wide) is not None
+
+
+# -- float scalars reach the oracle as the kernel received them ----------------------
+
+@triton.jit
+def second_moment_kernel(v_ptr, g_ptr, out_ptr, n, beta2, BLOCK: tl.constexpr):
+    """Adam's second moment, ``beta2 * v + (1 - beta2) * g^2``, with ``1 - beta2`` formed on the device."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(v_ptr + offs, mask=mask)
+    g = tl.load(g_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, beta2 * v + (1 - beta2) * g * g, mask=mask)
+
+
+def second_moment(v, g, beta2):
+    out = torch.empty_like(v)
+    second_moment_kernel[(triton.cdiv(v.numel(), 64),)](v, g, out, v.numel(), beta2, BLOCK=64)
+    return out
+
+
+@pytest.fixture
+def float_scalars():
+    """Python floats reach the kernel as fp32 scalars, as the compiler gives them (the run installs it)."""
+    from triton_conformance import compat
+
+    added = compat.install(["float_scalars"]) if "float_scalars" not in compat.installed() else ()
+    yield
+    compat.uninstall(added)
+
+
+def test_the_oracle_sees_a_float_scalar_rounded_to_fp32_as_the_kernel_does(float_scalars):
+    beta2 = 0.9999  # 1 - fp32(beta2) is 1.2e-4 relative off 1 - beta2
+    s = tc.register(second_moment, name="second_moment", scalars={"beta2": Scalar(0.99, 0.99999)},
+                    inputs={"v": Tensor(("N",)), "g": Tensor(("N",))}, dims={"N": Dim(1, 4096)},
+                    oracle=lambda v, g, beta2: beta2 * v + (1 - beta2) * g * g)
+    v = torch.zeros(300)  # the first step: the output is (1 - beta2) g^2 alone
+    g = torch.randn(300, generator=torch.Generator().manual_seed(0))
+    out = second_moment(v, g, beta2)
+    judge = Judge(s)
+    assert judge.launched_scalars({"beta2": beta2}) == {"beta2": float(torch.tensor(beta2, dtype=torch.float32))}
+    assert judge.compare({"v": v, "g": g}, {"N": 300}, {"v": "float32", "g": "float32"}, {"beta2": beta2},
+                         (out,)) is None
+    # The float64 beta2 the oracle used to get: the correct kernel failed by the scalar's rounding alone.
+    unrounded = (1 - beta2) * g.double() ** 2
+    assert compare(out, unrounded, judge.bound({"N": 300}, {"v": "float32"}, out, unrounded)).kind == "mismatch"
+
+
+def test_int_and_bool_scalars_and_undeclared_names_pass_unchanged():
+    s = SimpleNamespace(contract=SimpleNamespace(scalars={"k": Scalar(1, 9, kind="int"), "flag": Scalar(kind="bool"),
+                                                          "p": Scalar(0.0, 1.0)}))
+    got = Judge(s).launched_scalars({"k": 3, "flag": True, "p": 0.1, "other": 0.1})
+    assert got == {"k": 3, "flag": True, "p": float(torch.tensor(0.1, dtype=torch.float32)), "other": 0.1}
+    assert type(got["k"]) is int and got["p"] != 0.1

@@ -33,6 +33,7 @@ MODULES = (
     "zoo_autotune",
     "zoo_autotune_reach",
     "zoo_semantics",
+    "zoo_tolerance",
 )
 
 

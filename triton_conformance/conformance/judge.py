@@ -29,6 +29,7 @@ from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
+from triton_conformance.oracles import magnitude
 from triton_conformance.oracles.tolerance import Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "rejection"]
@@ -98,6 +99,11 @@ def clean_rejection(exc: BaseException) -> bool:
     return rejection(exc) == "clean"
 
 
+def _as_float32(value: float) -> float:
+    """``value`` rounded to the nearest fp32 (inf past fp32's range, as the kernel would hold it)."""
+    return float(torch.tensor(value, dtype=torch.float32))
+
+
 @dataclass(frozen=True)
 class Judge:
     """Judges one subject's outputs on one back end.
@@ -111,9 +117,17 @@ class Judge:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     # -- the oracle -------------------------------------------------------
+    def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:
+        """``scalars`` as the kernel received them: a float scalar rounded to fp32, the type Triton gives
+        a Python float argument (a kernel forming ``1 - beta2`` from it is exact; the oracle must start
+        from the same beta2).  Int and bool scalars, and names the contract does not declare, as they are."""
+        declared = self.subject.contract.scalars
+        return {n: (_as_float32(v) if n in declared and declared[n].kind == "float" and isinstance(v, float) else v)
+                for n, v in scalars.items()}
+
     def _call(self, what: str, fn: Any, inputs: Mapping[str, Any], scalars: Mapping[str, Any]) -> tuple:
         try:
-            return as_tuple(fn(**inputs, **scalars))
+            return as_tuple(fn(**inputs, **self.launched_scalars(scalars)))
         except Exception as exc:  # noqa: BLE001 - any error in the user's own reference is theirs
             raise_if_out_of_memory(exc, f"in the {what}")  # the machine's limit, not a mistake of theirs
             raise OracleError(what, exc) from None
@@ -178,7 +192,7 @@ class Judge:
             return bound
         if tol.reference_k is not None:
             return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,
-                         source="subject" + (", tf32 dot" if tf32 else ""))
+                         source="subject" + (", tf32 dot" if tf32 else ""), per_term=bound.per_term)
         return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
                      atol=bound.atol if tol.atol is None else tol.atol, source="subject")
 
@@ -187,6 +201,8 @@ class Judge:
                 scalars: Mapping[str, Any], outputs: tuple, *, where: str = "") -> Finding | None:
         """A Finding if ``outputs`` (the launcher's, for ``inputs``) break the contract, else None.
 
+        An output that fails the plain bound is judged again against the magnitude of the terms
+        behind each element (:meth:`output_magnitudes`), traced only then.
         ``where`` qualifies output names in messages (``"last 3 rows of "``).
         """
         contract = self.subject.contract
@@ -207,6 +223,8 @@ class Judge:
                 lowps.append(self.oracle(inputs, scalars, in_input_dtype=True))
             return self.mask_policy(inputs, lowps[0][i].to(torch.float64))
 
+        magnitudes = self.output_magnitudes(inputs, scalars)  # traced only for an output failing the bound
+
         for i, (out, ref) in enumerate(zip(outputs, refs)):
             if not isinstance(out, torch.Tensor):
                 return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
@@ -214,7 +232,8 @@ class Judge:
             scale = scales[i].abs().to(torch.float64) if isinstance(scales[i], torch.Tensor) else scales[i]
             name = where + (f"output[{i}]" if len(outputs) > 1 else "output")
             found = rule.check(OutputCheck(out=out, ref=ref, bound=self.bound(dims, dtypes, out, ref, scale), name=name,
-                                           inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i)))
+                                           inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i),
+                                           magnitude=functools.partial(magnitudes, i)))
             if found is not None:
                 return found
         return None
@@ -229,7 +248,7 @@ class Judge:
             copies[n].requires_grad_(True)
         try:
             with torch.enable_grad():
-                ref = as_tuple(self.subject.contract.oracle(**copies, **scalars))[0]
+                ref = as_tuple(self.subject.contract.oracle(**copies, **self.launched_scalars(scalars)))[0]
                 grads = torch.autograd.grad(ref, [copies[n] for n in names], grad_outputs=grad_output,
                                             allow_unused=True)
         except Exception as exc:  # noqa: BLE001 - an error in the user's own reference is theirs
@@ -249,10 +268,12 @@ class Judge:
         if backward.error_scale is not None:
             try:
                 with torch.no_grad():
-                    scales = dict(backward.error_scale(**self.as_float64(inputs), grad_output=grad_output, **scalars))
+                    scales = dict(backward.error_scale(**self.as_float64(inputs), grad_output=grad_output,
+                                                       **self.launched_scalars(scalars)))
             except Exception as exc:  # noqa: BLE001 - an error in the user's own declaration is theirs
                 raise OracleError("backward error_scale", exc) from None
-        for name, grad, ref in zip(backward.grads, grads, refs):
+        magnitudes = self.gradient_magnitudes(inputs, scalars, grad_output)  # only for a gradient failing its bound
+        for index, (name, grad, ref) in enumerate(zip(backward.grads, grads, refs)):
             if grad is None:
                 return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
                                "for an input the contract says gets one)", {"gradient": name})
@@ -264,8 +285,36 @@ class Judge:
                                accumulate=contract.grad_accumulation(name, dtypes))
             found = rule_for(self.subject).check(OutputCheck(out=grad.detach(), ref=ref.detach(), bound=bound,
                                                              name=f"grad {name}", inputs=inputs, scalars=scalars,
-                                                             judge=self))
+                                                             judge=self,
+                                                             magnitude=functools.partial(magnitudes, index)))
             if found is not None:
                 return replace(found, message=f"{found.message} (reduction {reduction} terms)",
                                details={**found.details, "gradient": name, "reduction": reduction})
         return None
+
+    def output_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any]):
+        """A function of an output's index giving the magnitude of the terms behind each of its elements
+        (:func:`~triton_conformance.oracles.magnitude.output_magnitudes`; traced once, on the first call:
+        only an output that fails the plain bound needs it), or None where they cannot be traced."""
+        return _traced_once(lambda: magnitude.output_magnitudes(
+            self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars)))
+
+    def gradient_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], grad_output: Any):
+        """As :meth:`output_magnitudes`, for the gradients the backward declares (in ``Backward.grads``
+        order), backpropagating ``grad_output``: pass ``functools.partial(it, i)`` to ``compare``."""
+        return _traced_once(lambda: magnitude.gradient_magnitudes(
+            self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars),
+            self.subject.contract.backward.grads, grad_output.detach().to(torch.float64)))
+
+
+def _traced_once(trace: Any):
+    """``i -> trace()[i]``, calling ``trace`` at most once (None where it gave None or too few)."""
+    done: list = []
+
+    def of(i: int):
+        if not done:
+            done.append(trace())
+        mags = done[0]
+        return None if mags is None or i >= len(mags) else mags[i]
+
+    return of

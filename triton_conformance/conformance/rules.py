@@ -36,7 +36,9 @@ class OutputCheck:
     - ``bound``: the resolved :class:`~..oracles.tolerance.Bound`;
     - ``name``: how messages name it (``"output"``, ``"output[1]"``, ``"grad x"``);
     - ``inputs``, ``scalars``: what the launcher got; ``judge``: the :class:`~.judge.Judge` (its subject,
-      its oracle); ``lowp``: the reference computed in the inputs' own dtype (lazily, once per example).
+      its oracle); ``lowp``: the reference computed in the inputs' own dtype (lazily, once per example);
+      ``magnitude``: the magnitude of the terms behind each element of ``ref`` (lazily traced, or None
+      where it cannot be: :mod:`~..oracles.magnitude`), which widens the bound where they cancel.
     """
 
     out: Any
@@ -47,6 +49,7 @@ class OutputCheck:
     scalars: Any
     judge: Any
     lowp: Callable[[], Any] = field(default=lambda: None)
+    magnitude: Callable[[], Any] | None = None
 
 
 class JudgingRule:
@@ -63,13 +66,15 @@ class JudgingRule:
 
 
 class ToleranceRule(JudgingRule):
-    """Every element within the bound of the float64 reference; NaN and inf where the reference has them."""
+    """Every element within the bound of the float64 reference (widened where the terms behind it cancel);
+    NaN and inf where the reference has them."""
 
     name = "tolerance"
 
     def check(self, output: OutputCheck) -> Finding | None:
         lowp = output.lowp() if output.bound.reference_k is not None else None
-        mismatch = compare(output.out, output.ref, output.bound, lowp=lowp, name=output.name)
+        mismatch = compare(output.out, output.ref, output.bound, lowp=lowp, name=output.name,
+                           magnitude=output.magnitude)
         if mismatch is None:
             return None
         return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -36,11 +37,29 @@ def _first(mask: torch.Tensor) -> tuple[int, ...]:
 
 
 def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
-            lowp: torch.Tensor | None = None, name: str = "out") -> Mismatch | None:
+            lowp: torch.Tensor | None = None, name: str = "out",
+            magnitude: Callable[[], torch.Tensor | None] | torch.Tensor | None = None) -> Mismatch | None:
     """None if ``actual`` matches ``expected`` (float64) within ``bound``; else a Mismatch.
 
     NaN positions, and ±inf positions with their signs, must match exactly.
+
+    ``magnitude``: the magnitude of the terms behind each element of ``expected``
+    (:mod:`.magnitude`), or a function that computes it.  It is asked for only
+    when some element fails ``bound``; those elements are then judged again
+    under ``bound.conditioned(magnitude)`` (an element whose terms cancel may be
+    off by their size).
     """
+    mismatch = _compare(actual, expected, bound, lowp, name)
+    if mismatch is None or mismatch.kind != "mismatch" or bound.per_term <= 0 or magnitude is None:
+        return mismatch
+    m = magnitude() if callable(magnitude) else magnitude
+    if m is None or tuple(m.shape) != tuple(expected.shape):
+        return mismatch
+    return _compare(actual, expected, bound.conditioned(m), lowp, name)
+
+
+def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: torch.Tensor | None,
+             name: str) -> Mismatch | None:
     if tuple(actual.shape) != tuple(expected.shape):
         return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}")
     a = actual.detach().to(torch.float64)  # on the kernel's device: a GPU compares large outputs faster

@@ -18,6 +18,14 @@ sum is not blamed on the kernel), ``tiny_out`` the smallest normal number of the
 The inputs handed to the oracle are the kernel's own inputs, already rounded
 to their dtype, so input rounding is not part of the budget.
 
+**Cancellation.**  Where the terms of a result cancel, the rule above is too
+tight: a sum's error is ``u * sum|x|``, not ``u * |sum x|``.  An element that
+fails it is judged again under :meth:`Bound.conditioned`: the larger of the
+rule above and ``C * u_acc * m``, ``m`` the magnitude of the terms behind the
+element, from a running error analysis of the oracle itself
+(:mod:`.magnitude`; each sum and product carries its own depth there, so no
+``sqrt(K)``).  ``docs/tolerance.md`` has the design and its calibration.
+
 **tf32.**  On CUDA, ``tl.dot`` on fp32 inputs defaults to tf32: each input is
 rounded to a 10-bit mantissa (``u_tf32 = 2^-11``) before the products are
 accumulated in fp32.  A subject whose contract declares
@@ -39,7 +47,7 @@ intermediates, such as attention probabilities, before a dot need it).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 __all__ = ["SAFETY_FACTOR", "TF32_UNIT_ROUNDOFF", "UNIT_ROUNDOFF", "Bound", "accumulation_dtype", "default_bound"]
@@ -63,13 +71,32 @@ TF32_UNIT_ROUNDOFF = 2.0**-11
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """A resolved tolerance: ``atol + rtol * |ref|``, or the reference rule when ``reference_k`` is set."""
+    """A resolved tolerance: ``atol + rtol * |ref|``, or the reference rule when ``reference_k`` is set.
+
+    ``per_term``: what the bound allows per unit of the magnitude of the terms
+    behind an element (``C * u_acc``), applied by :meth:`conditioned`
+    once those magnitudes are known; 0 for a bound the subject set itself.
+    """
 
     rtol: float
     atol: object  # a float, or a tensor of per-element bounds
     reference_k: float | None = None
     floor: float = 0.0
     source: str = "dtype"  # where it came from: dtype policy, subject override, hook
+    per_term: float = 0.0
+
+    def conditioned(self, magnitude) -> "Bound":
+        """This bound, widened elementwise to ``per_term * magnitude`` where that is larger: a computation
+        whose terms cancel may be off by their size, not the result's.  Elements whose magnitude is
+        not finite keep this bound (an infinite allowance would check nothing)."""
+        import torch
+
+        m = magnitude.detach().to(torch.float64)
+        allowance = torch.where(torch.isfinite(m), self.per_term * m, torch.zeros_like(m))
+        atol = self.atol if isinstance(self.atol, (int, float)) else self.atol.detach().to(m.device, torch.float64)
+        return replace(self, atol=torch.maximum(torch.as_tensor(atol, dtype=torch.float64, device=m.device),
+                                                 allowance), per_term=0.0,
+                       source=f"{self.source}; {self.per_term:.3g} * the terms' magnitude")
 
     def describe(self) -> str:
         if self.reference_k is not None:
@@ -109,8 +136,10 @@ def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "floa
         return Bound(rtol=0.0, atol=0.0)
     rtol = SAFETY_FACTOR * (u_out + u_acc * depth)
     atol = SAFETY_FACTOR * u_acc * depth * scale + SMALLEST_NORMAL[out_dtype]
+    per_term = SAFETY_FACTOR * u_acc  # the magnitudes carry their sums' depths themselves
     if tf32:
         rtol += SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF
         atol = atol + SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF * scale
-        return Bound(rtol=rtol, atol=atol, source="dtype, tf32 dot")
-    return Bound(rtol=rtol, atol=atol)
+        per_term += SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF
+        return Bound(rtol=rtol, atol=atol, source="dtype, tf32 dot", per_term=per_term)
+    return Bound(rtol=rtol, atol=atol, per_term=per_term)

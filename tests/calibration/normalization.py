@@ -1,0 +1,63 @@
+"""Row normalisations: ``softmax``, ``log_softmax``, ``layer_norm`` (with and without bias), ``rms_norm``."""
+
+import torch
+import torch.nn.functional as F
+
+from tests.calibration.common import COLUMNS, DTYPES, EPS, FINITE_VALUES, ROUNDS_TO_INPUT, ROWS, VALUES
+from triton_conformance import Backward, Tensor, subject
+
+DIMS = {"M": ROWS, "N": COLUMNS}
+X = Tensor(("M", "N"), dtypes=DTYPES, layouts="any")
+ROW_PARAMETER = Tensor(("N",), layouts="any", same_dtype_as="x")
+
+
+@subject(inputs={"x": X}, dims=DIMS, family="torch_softmax", oracle=lambda x: torch.softmax(x, -1), reduces="N",
+         values=VALUES, backward=Backward(accumulate={"x": ROUNDS_TO_INPUT}))
+def torch_softmax(x):
+    """torch.softmax over the last dim."""
+    return torch.softmax(x, -1)
+
+
+@subject(inputs={"x": X}, dims=DIMS, family="torch_softmax", oracle=lambda x: torch.log_softmax(x, -1),
+         reduces="N", values=VALUES, accumulate=ROUNDS_TO_INPUT, backward=True)
+def torch_log_softmax(x):
+    """torch.log_softmax over the last dim."""
+    return torch.log_softmax(x, -1)
+
+
+def layer_norm(x, weight, bias, eps):
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+@subject(inputs={"x": X, "weight": ROW_PARAMETER, "bias": ROW_PARAMETER}, dims=DIMS, family="torch_layer_norm",
+         scalars={"eps": EPS}, oracle=layer_norm, reduces="N", values=FINITE_VALUES,
+         backward=Backward(accumulate={"x": ROUNDS_TO_INPUT, "weight": ROUNDS_TO_INPUT, "bias": ROUNDS_TO_INPUT}))
+def torch_layer_norm(x, weight, bias, eps):
+    """F.layer_norm over the last dim, with weight and bias."""
+    return layer_norm(x, weight, bias, eps)
+
+
+def layer_norm_no_bias(x, weight, eps):
+    return F.layer_norm(x, (x.shape[-1],), weight, None, eps)
+
+
+@subject(inputs={"x": X, "weight": ROW_PARAMETER}, dims=DIMS, family="torch_layer_norm", scalars={"eps": EPS},
+         oracle=layer_norm_no_bias, reduces="N", values=FINITE_VALUES,
+         backward=Backward(accumulate={"x": ROUNDS_TO_INPUT, "weight": ROUNDS_TO_INPUT}))
+def torch_layer_norm_no_bias(x, weight, eps):
+    """F.layer_norm over the last dim, with a weight and no bias."""
+    return layer_norm_no_bias(x, weight, eps)
+
+
+def rms_norm(x, weight, eps):
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+@subject(inputs={"x": X, "weight": ROW_PARAMETER}, dims=DIMS, family="torch_rms_norm", scalars={"eps": EPS},
+         oracle=rms_norm, reduces="N", values=VALUES, backward=True)
+def torch_rms_norm(x, weight, eps):
+    """F.rms_norm over the last dim."""
+    return rms_norm(x, weight, eps)
+
+
+SUBJECTS = (torch_softmax, torch_log_softmax, torch_layer_norm, torch_layer_norm_no_bias, torch_rms_norm)

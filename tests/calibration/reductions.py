@@ -1,0 +1,33 @@
+"""Sums along the last dim: ``sum``, ``mean``, ``cumsum``."""
+
+import torch
+
+from tests.calibration.common import COLUMNS, DTYPES, ROWS, VALUES
+from triton_conformance import Backward, Tensor, subject
+
+ROW_INPUT = {"x": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")}
+DIMS = {"M": ROWS, "N": COLUMNS}
+
+
+@subject(inputs=ROW_INPUT, dims=DIMS, family="torch_reduction", oracle=lambda x: x.sum(-1), reduces="N",
+         values=VALUES, backward=Backward(output=("M",)))
+def torch_sum(x):
+    """torch.sum over the last dim."""
+    return x.sum(-1)
+
+
+@subject(inputs=ROW_INPUT, dims=DIMS, family="torch_reduction", oracle=lambda x: x.mean(-1), reduces="N",
+         values=VALUES, backward=Backward(output=("M",)))
+def torch_mean(x):
+    """torch.mean over the last dim."""
+    return x.mean(-1)
+
+
+@subject(inputs=ROW_INPUT, dims=DIMS, family="torch_reduction", oracle=lambda x: x.cumsum(-1), reduces="N",
+         values=VALUES, backward=True)
+def torch_cumsum(x):
+    """torch.cumsum over the last dim."""
+    return x.cumsum(-1)
+
+
+SUBJECTS = (torch_sum, torch_mean, torch_cumsum)

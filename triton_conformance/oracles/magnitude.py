@@ -1,0 +1,239 @@
+"""The magnitude of the terms behind each value of an oracle: what rounding errors scale with.
+
+A kernel that computes ``y = sum(x)`` in fp32 is off by about ``u * sum|x|``
+(Higham's bound for sums), not ``u * |y|``: when the terms cancel, the
+result is small but its error is not.  The same holds inside any
+computation: ``x - mean`` in a layer norm, the two terms of an RMSNorm
+backward, the logits of a softmax.  This module runs the subject's own
+float64 oracle (and, for gradients, its float64 autograd) once more on
+tensors that carry, beside each value, the magnitude ``m`` of the terms it
+was formed from, a first-order running error analysis:
+
+- an input starts with ``m = |x|``;
+- a pointwise op ``f(a, b, ...)`` gives ``sum_k |df/da_k| * m_k + |f|``
+  (forward-mode AD, one input at a time), the ``|f|`` being the op's own
+  rounding (counted :data:`~.magnitude_rules.LIBRARY_ULPS` times for a
+  library function: exp, erf, a division);
+- a sum over ``n`` terms gives ``sum m_i + sqrt(n) * sum |x_i|`` (the partial
+  sums' roundings);
+- a product of matrices contracting ``K`` gives
+  ``m_A @ |B| + |A| @ m_B + sqrt(K) * |A| @ |B|``;
+- copies, views, selections and concatenations move magnitudes as they move
+  values; a max picks the magnitude of the element it picked;
+- composite ops (softmax, layer norm, cross entropy, gelu, their backwards)
+  are decomposed with torch's own decompositions into the ops above.
+
+So ``m`` is Higham's ``sum |x_i|`` for a sum, ``|A| |B|`` for a product, and
+grows where an intermediate cancels: ``u * m`` is what a kernel that follows
+the oracle's steps in precision ``u`` may be off by.  The rules are in
+:mod:`.magnitude_rules`.  An op with no rule and no decomposition makes the
+whole pass give None: the tolerance then falls back to its plain rule.
+
+The pass costs about two evaluations of the oracle; the judge runs it only
+for an example whose output fails the plain bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from triton_conformance.oracles.magnitude_rules import apply, is_float, quietly_import_decompositions, rule_of
+
+__all__ = ["gradient_magnitudes", "output_magnitudes"]
+
+aten = torch.ops.aten
+
+
+class Unsupported(Exception):
+    """An op the pass has no rule for."""
+
+
+class _Tracked(torch.Tensor):
+    """A float64 value and the magnitude of the terms behind it (a wrapper tensor: autograd sees one tensor)."""
+
+    value: torch.Tensor
+    magnitude: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, value: torch.Tensor, magnitude: torch.Tensor, requires_grad: bool = False):
+        out = torch.Tensor._make_wrapper_subclass(
+            cls, value.shape, strides=value.stride(), storage_offset=value.storage_offset(), dtype=value.dtype,
+            device=value.device, requires_grad=requires_grad)
+        out.value = value
+        out.magnitude = magnitude
+        return out
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __repr__(self) -> str:  # noqa: D105
+        return f"_Tracked(value={self.value!r}, magnitude={self.magnitude!r})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _dispatch(func, args, kwargs or {})
+
+
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, _Tracked) else x
+
+
+def _magnitude(x: Any) -> Any:
+    """A tracked tensor's magnitude; an untracked float tensor is a constant, exact: 0."""
+    if isinstance(x, _Tracked):
+        return x.magnitude
+    return torch.zeros_like(x) if is_float(x) else x
+
+
+def _wrap(out: Any, mags: Any) -> Any:
+    if isinstance(out, (tuple, list)):
+        return type(out)(_wrap(o, m) for o, m in zip(out, mags))
+    if is_float(out) and isinstance(mags, torch.Tensor):
+        return _Tracked(out, mags)
+    return out
+
+
+def _dispatch(func, args: tuple, kwargs: dict):
+    rule = rule_of(func)
+    values, vkwargs = tree_map(_value, (args, kwargs))
+    if rule is None:
+        decomposition = _decomposition(func)
+        if decomposition is not None:
+            return decomposition(*args, **kwargs)
+        out = func(*values, **vkwargs)
+        if any(is_float(o) for o in tree_flatten(out)[0]):
+            raise Unsupported(func)
+        return out  # a query (a size, an item, a comparison): no magnitudes needed
+    mags, mkwargs = tree_map(_magnitude, (args, kwargs))
+    if func._schema.is_mutable:
+        return _in_place(func, rule, args, values, vkwargs, mags, mkwargs)
+    out = func(*values, **vkwargs)
+    if not any(is_float(o) for o in tree_flatten(out)[0]):
+        return out
+    return _wrap(out, apply(rule, func, values, vkwargs, mags, mkwargs, out))
+
+
+def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
+    """An op that writes into its first argument: the target's value and magnitude change in place
+    (so views of it see both)."""
+    target = args[0]
+    written = func._schema.arguments[0].alias_info
+    if not isinstance(target, _Tracked) or written is None or not written.is_write or rule not in (
+            "pointwise", "move", "sum"):
+        raise Unsupported(func)
+    out = func(*((values[0].clone(),) + tuple(values[1:])), **vkwargs)  # on a copy: the inputs stay as they were
+    if rule == "move":  # the same op on the target's magnitude, in place
+        apply(rule, func, values, vkwargs, mags, mkwargs, out)
+    else:  # a sum adds into the target's magnitude in place, then its roundings are added to that
+        target.magnitude.copy_(apply(rule, func, values, vkwargs, mags, mkwargs, out))
+    func(*values, **vkwargs)
+    return target
+
+
+# -- decompositions ------------------------------------------------------------------
+
+
+def _variance(x, dims, correction, keepdim):
+    """The two-pass variance, through ops with rules (torch's own decomposition uses a prim)."""
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        dims = list(range(x.dim()))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    correction = 1 if correction is None else correction
+    d = x - x.mean(dims, keepdim=True)
+    return (d * d).sum(dims, keepdim=keepdim) / max(count - correction, 0)
+
+
+def _var_mean(x, dim=None, *, correction=None, keepdim=False):
+    dims = list(range(x.dim())) if not dim else dim
+    return _variance(x, dim, correction, keepdim), x.mean(dims, keepdim=keepdim)
+
+
+_OWN = {
+    aten.var.correction: lambda x, dim=None, *, correction=None, keepdim=False: _variance(x, dim, correction,
+                                                                                          keepdim),
+    aten.std.correction: lambda x, dim=None, *, correction=None, keepdim=False: _variance(
+        x, dim, correction, keepdim).sqrt(),
+    aten.var_mean.correction: _var_mean,
+    aten.std_mean.correction: lambda x, dim=None, *, correction=None, keepdim=False: (lambda vm: (
+        vm[0].sqrt(), vm[1]))(_var_mean(x, dim, correction=correction, keepdim=keepdim)),
+}
+
+
+def _decomposition(func) -> Callable[..., Any] | None:
+    """How to run ``func`` as ops with rules: ours, its CompositeImplicitAutograd kernel, or torch's."""
+    if func in _OWN:
+        return _OWN[func]
+    if str(func) == "prims.var.default":
+        return lambda x, dims, correction=1, *, output_dtype=None: _variance(x, dims, correction, False)
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+        return func.decompose
+    quietly_import_decompositions()
+    from torch._decomp import decomposition_table
+
+    return decomposition_table.get(func)
+
+
+# -- entry points --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _composable_attention():
+    """scaled_dot_product_attention through its math path, so autograd records ops with rules."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # pragma: no cover - older torch
+        yield
+        return
+    with sdpa_kernel([SDPBackend.MATH]):
+        yield
+
+
+def _tracked_inputs(inputs: Mapping[str, Any], grads: Sequence[str] = ()) -> dict[str, Any]:
+    return {n: (_Tracked(v, v.abs(), requires_grad=n in grads) if is_float(v) else v) for n, v in inputs.items()}
+
+
+def _magnitudes_of(outs: Sequence[Any]) -> tuple | None:
+    mags = []
+    for o in outs:
+        if isinstance(o, _Tracked):
+            mags.append(o.magnitude)
+        elif is_float(o):  # an output that does not depend on any input: a constant
+            mags.append(torch.zeros_like(o))
+        else:
+            return None
+    return tuple(mags)
+
+
+def output_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any]
+                      ) -> tuple | None:
+    """The magnitude of the terms behind each output of ``oracle`` on ``inputs`` (float64 tensors), or
+    None where the oracle uses an op this module has no rule for (or fails under tracking)."""
+    try:
+        with _composable_attention(), torch.no_grad():
+            out = oracle(**_tracked_inputs(inputs), **scalars)
+    except Exception:  # noqa: BLE001 - no magnitudes: the plain rule judges
+        return None
+    return _magnitudes_of(out if isinstance(out, (tuple, list)) else (out,))
+
+
+def gradient_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any],
+                        grads: Sequence[str], grad_output: torch.Tensor) -> tuple | None:
+    """The magnitude of the terms behind each gradient (of the oracle's first output, backpropagating
+    ``grad_output``) with respect to ``grads``, or None as :func:`output_magnitudes`."""
+    try:
+        with _composable_attention(), torch.enable_grad():
+            tracked = _tracked_inputs(inputs, grads)
+            out = oracle(**tracked, **scalars)
+            first = out[0] if isinstance(out, (tuple, list)) else out
+            go = _Tracked(grad_output, grad_output.abs())
+            got = torch.autograd.grad(first, [tracked[n] for n in grads], grad_outputs=go, allow_unused=True)
+    except Exception:  # noqa: BLE001
+        return None
+    return tuple(None if g is None else g.magnitude if isinstance(g, _Tracked) else torch.zeros_like(g)
+                 for g in got)

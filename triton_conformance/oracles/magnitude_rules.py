@@ -1,0 +1,269 @@
+"""How each operation forms the magnitude of its result from those of its arguments.
+
+The rules of :mod:`.magnitude`'s running error analysis.  Each rule takes the
+op, its arguments twice (``values``: the float64 values; ``mags``: the same
+structure with each float tensor replaced by its magnitude, 0 for a constant)
+and the op's result, and returns the result's magnitude (same structure).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+__all__ = ["LIBRARY_ULPS", "apply", "is_float", "rule_of"]
+
+aten = torch.ops.aten
+
+# Ops that move or copy values (each output element is an input element, or 0): the same op on the
+# magnitudes moves them the same way.
+_MOVES = {
+    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "movedim", "slice", "select",
+    "unsqueeze", "squeeze", "narrow", "diagonal", "unfold", "split", "split_with_sizes", "unbind", "alias", "detach",
+    "lift_fresh", "lift_fresh_copy", "clone", "contiguous", "_to_copy", "copy", "expand_copy", "permute_copy",
+    "view_copy", "transpose_copy", "t_copy", "unsqueeze_copy", "squeeze_copy", "slice_copy", "select_copy",
+    "alias_copy", "split_copy", "index", "_unsafe_index", "index_select", "gather", "take_along_dim", "cat", "stack",
+    "flip", "roll", "repeat", "repeat_interleave", "constant_pad_nd", "tril", "triu", "masked_fill",
+    "masked_scatter", "index_put", "index_copy", "scatter", "slice_scatter", "select_scatter", "diagonal_scatter",
+    "fill", "zero", "pixel_shuffle",
+}
+# Views by size: a magnitude need not have its value's strides (the value may be a view where the
+# magnitude was computed afresh), so it is reshaped where the value was viewed.
+_VIEWS_BY_SIZE = {"view", "_unsafe_view", "view_copy"}
+# Sums: each output adds several terms, rounding as it goes.
+_SUMS = {"sum", "mean", "nansum", "cumsum", "scatter_add", "index_add"}
+# Constants made from a tracked tensor's shape: exact.
+_CONSTANTS = {"zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
+              "new_empty", "new_empty_strided", "empty_strided", "rand_like", "randn_like", "randint_like",
+              "scalar_tensor", "bernoulli"}
+# Pointwise ops whose textbook formula cancels inside: decomposed (gelu's 1 + erf(x / sqrt 2) at x = -3 loses
+# what the result keeps), not judged by their derivative alone.
+_COMPOUND = {"gelu", "gelu_backward", "silu", "silu_backward", "mish", "mish_backward", "softplus",
+             "softplus_backward", "elu", "elu_backward", "hardswish", "hardswish_backward",
+             "log_sigmoid_forward", "log_sigmoid_backward"}
+# Pointwise ops that round their exact result once (half an ulp).  Any other pointwise op (a division, a
+# square root, exp, erf, tanh, ...) may be off by a few ulps: GPUs divide and take roots approximately
+# by default, and vector math libraries promise 1 to 4 ulps (torch's own fp32 gelu on the CPU is off by
+# 11 ulps of erf near x = -3).  Its own rounding counts LIBRARY_ULPS times.
+_EXACTLY_ROUNDED = {"add", "sub", "rsub", "mul", "neg", "abs", "where", "clamp", "clamp_min", "clamp_max",
+                    "maximum", "minimum", "fmax", "fmin", "masked_fill", "relu", "threshold", "hardtanh",
+                    "sign", "sgn", "floor", "ceil", "round", "trunc", "copysign", "fill", "lerp"}
+LIBRARY_ULPS = 4.0
+_SELECTIONS = {"amax", "amin", "max", "min"}
+_SORTS = {"sort", "topk"}
+_BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "convolution"}
+
+
+def is_float(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.dtype.is_floating_point
+
+
+def _name(func) -> str:
+    """``add`` for ``aten.add.Tensor`` and for ``aten.add_.Tensor`` (in place: the same rule)."""
+    base = func.__name__.split(".")[0]
+    return base[:-1] if base.endswith("_") and not base.endswith("__") else base
+
+
+def rule_of(func) -> str | None:
+    """The rule for ``func``, or None (decompose it, or give up)."""
+    base = _name(func)
+    if base in _MOVES:  # before the pointwise tag: a copy (clone, _to_copy) is tagged pointwise too
+        return "move"
+    if base in _COMPOUND:
+        return None
+    if torch.Tag.pointwise in func.tags:
+        return "pointwise"
+    for rule, names in (("sum", _SUMS), ("constant", _CONSTANTS), ("selection", _SELECTIONS), ("sort", _SORTS),
+                        ("bilinear", _BILINEAR)):
+        if base in names:
+            return rule
+    return None
+
+
+def apply(rule: str, func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: dict, out: Any) -> Any:
+    """The magnitude of ``out = func(*values, **vkwargs)`` under ``rule``."""
+    if rule == "pointwise":
+        return _pointwise(func, values, vkwargs, mags, mkwargs, out)
+    if rule == "move":
+        return _moved(func, mags, mkwargs)
+    if rule == "sum":
+        return _summed(func, values, vkwargs, mags, mkwargs, out)
+    if rule == "constant":
+        return tree_map(lambda o: torch.zeros_like(o) if is_float(o) else o, out)
+    if rule == "selection":
+        return _selection(func, values, vkwargs, mags[0], out)
+    if rule == "sort":
+        return _sorted(func, values, vkwargs, mags[0], out)
+    return _bilinear(func, values, vkwargs, mags, out)
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def _scalars_zeroed(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` with every Scalar-typed argument (a fill value, a padding value) set to 0:
+    a constant carries no rounding."""
+    schema = func._schema.arguments
+    names = [a.name for a in schema]
+    scalar_args = {a.name for a in schema if isinstance(a.type, torch.NumberType)}
+    return (tuple(0 if i < len(names) and names[i] in scalar_args else a for i, a in enumerate(args)),
+            {k: (0 if k in scalar_args else v) for k, v in kwargs.items()})
+
+
+def _moved(func, mags: tuple, mkwargs: dict) -> Any:
+    """``func`` applied to the magnitudes instead of the values."""
+    a, k = _scalars_zeroed(func, mags, mkwargs)
+    if _name(func) in _VIEWS_BY_SIZE and not func._schema.is_mutable:
+        return a[0].reshape(a[1] if len(a) > 1 else k["size"])
+    return func(*a, **k)
+
+
+def finite_abs(x: torch.Tensor) -> torch.Tensor:
+    """``|x|``, 0 where x is inf or NaN (those are compared exactly, and carry no rounding)."""
+    return torch.where(torch.isfinite(x), x.abs(), torch.zeros_like(x))
+
+
+def _abs(tree: Any) -> Any:
+    return tree_map(lambda o: finite_abs(o) if is_float(o) else o, tree)
+
+
+def _plus(a: Any, b: Any) -> Any:
+    if isinstance(a, (tuple, list)):
+        return type(a)(_plus(x, y) for x, y in zip(a, b))
+    return a + b if is_float(a) else a
+
+
+# -- the rules -----------------------------------------------------------------------
+
+
+def _summed(func, values, vkwargs, mags, mkwargs, out):
+    """The terms' magnitudes summed, plus ``sqrt(n) * sum |terms|``: the partial sums' roundings
+    (each at most the sum of the terms' sizes; their errors grow as ``sqrt(n)`` over ``n`` steps,
+    Higham and Mary's probabilistic bound)."""
+    name = _name(func)
+    if name == "cumsum":
+        dim = values[1] if len(values) > 1 else vkwargs["dim"]
+        n = values[0].shape[dim] if values[0].dim() else 1
+    elif name in ("scatter_add", "index_add"):
+        n = max(values[-1].numel() // max(out.numel(), 1), 1) + 1
+    else:
+        n = max(values[0].numel() // max(out.numel(), 1), 1)
+    terms = _moved(func, _abs(values), vkwargs)
+    return _moved(func, mags, mkwargs) + math.sqrt(n) * terms
+
+
+_JVP_THREAD: list = []
+
+
+def _jvp(fn: Callable[[torch.Tensor], Any], primal: torch.Tensor, tangent: torch.Tensor) -> Any:
+    """``fn``'s forward-mode derivative at ``primal`` along ``tangent``, computed on a thread of its own:
+    inside ``__torch_dispatch__`` the autograd keys are excluded from this thread's dispatch."""
+    if not _JVP_THREAD:
+        from concurrent.futures import ThreadPoolExecutor
+
+        quietly_import_decompositions()
+        _JVP_THREAD.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnitude-jvp"))
+    return _JVP_THREAD[0].submit(torch.func.jvp, fn, (primal,), (tangent,)).result()[1]
+
+
+def _pointwise(func, values, vkwargs, mags, mkwargs, out):
+    """``sum_k |df/da_k| * m_k + |f|`` (``LIBRARY_ULPS * |f|`` for an op not rounded exactly), by
+    forward-mode AD one argument at a time: each Jacobian is diagonal, so the absolute value of its
+    product with ``m_k >= 0`` is exact."""
+    vflat, spec = tree_flatten((values, vkwargs))
+    mflat, _ = tree_flatten((mags, mkwargs))
+    total = _abs(out)
+    if _name(func) not in _EXACTLY_ROUNDED:
+        total = tree_map(lambda t: LIBRARY_ULPS * t if is_float(t) else t, total)
+    for i, (v, m) in enumerate(zip(vflat, mflat)):
+        if not is_float(v) or not is_float(m) or not bool(m.any()):
+            continue
+
+        def at(primal, i=i):
+            items = list(vflat)
+            items[i] = primal
+            a, k = tree_unflatten(items, spec)
+            if func._schema.is_mutable:  # an in-place op: the same op on a copy
+                a = (a[0].clone(),) + tuple(a[1:])
+            return func(*a, **k)
+
+        m = m.to(v.dtype)
+        try:
+            tangent = _jvp(at, v.clone(), m)
+        except (RuntimeError, NotImplementedError):  # no forward-mode formula: central differences
+            step = 2.0**-20 * v.abs().clamp_min(2.0**-20)  # small against the value: no pole crossed
+            tangent = tree_map(lambda hi, lo: (hi - lo) / (2 * step) * m if is_float(hi) else hi,
+                               at(v + step), at(v - step))
+        # 0 * inf (a derivative that is infinite where no term reaches) is 0, not NaN.
+        total = _plus(total, tree_map(lambda t: torch.nan_to_num(t.abs(), nan=0.0) if is_float(t) else t, tangent))
+    return total
+
+
+def _bilinear(func, values, vkwargs, mags, out):
+    """``m_A @ |B| + |A| @ m_B + sqrt(K) * |A| @ |B|`` for a product contracting K terms (the
+    componentwise bound of a dot product, its partial sums growing as a sum's), and ``|beta| * m_C``
+    for the ``add...`` forms."""
+    name = _name(func)
+    scaled = name in ("addmm", "baddbmm", "addmv")
+    v, m = list(values), list(mags)
+    if scaled:
+        beta, alpha = abs(vkwargs.get("beta", 1)), abs(vkwargs.get("alpha", 1))
+        mc, v, m = m[0], v[1:], m[1:]
+        func = {"addmm": aten.mm.default, "baddbmm": aten.bmm.default, "addmv": aten.mv.default}[name]
+        name = _name(func)
+    x, y, rest = v[0], v[1], v[2:]
+    if name == "convolution":
+        rest = [None] + rest[1:]  # the bias is added below
+        k = y.shape[1] * math.prod(y.shape[2:])
+    else:
+        k = x.shape[-1] if x.dim() else 1
+    ax, ay = finite_abs(x), finite_abs(y)
+    total = func(m[0], ay, *rest) + func(ax, m[1], *rest) + math.sqrt(max(k, 1)) * func(ax, ay, *rest)
+    if name == "convolution" and values[2] is not None:
+        total = total + mags[2].reshape([1, -1] + [1] * (total.dim() - 2))
+    if scaled:
+        total = beta * mc + alpha * total
+    return total
+
+
+def _selection(func, values, vkwargs, mag, out):
+    """The magnitude of the element a max or min picked (the largest, on ties)."""
+    x = values[0]
+    picked = out[0] if isinstance(out, (tuple, list)) else out
+    if _name(func) in ("max", "min") and len(values) == 1 and not vkwargs:  # over everything
+        return torch.where(x == picked, mag, torch.zeros_like(mag)).max()
+    dims = values[1] if len(values) > 1 else vkwargs.get("dim", None)
+    keepdim = bool(values[2] if len(values) > 2 else vkwargs.get("keepdim", False))
+    dims = [dims] if isinstance(dims, int) else list(dims) if dims else list(range(x.dim()))
+    broad = picked
+    if not keepdim:
+        for d in sorted(dd % max(x.dim(), 1) for dd in dims):
+            broad = broad.unsqueeze(d)
+    chosen = torch.where(x == broad, mag, torch.zeros_like(mag)).amax(dim=dims, keepdim=keepdim)
+    if isinstance(out, (tuple, list)):  # (values, indices)
+        return (chosen,) + tuple(out[1:])
+    return chosen
+
+
+def _sorted(func, values, vkwargs, mag, out):
+    """Sorts and top-k: the magnitudes gathered with the indices."""
+    indices = out[1]
+    if _name(func) == "topk":
+        dim = values[2] if len(values) > 2 else vkwargs.get("dim", -1)
+    else:
+        dim = values[1] if len(values) > 1 and isinstance(values[1], int) else vkwargs.get("dim", -1)
+    return (torch.gather(mag, dim, indices),) + tuple(out[1:])
+
+
+def quietly_import_decompositions() -> None:
+    """torch's decomposition tables (forward-mode AD loads some on first use): importing them scripts
+    a few functions, and torch.jit.script warns that it is deprecated."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import torch._decomp  # noqa: F401
+        import torch._decomp.decompositions_for_jvp  # noqa: F401

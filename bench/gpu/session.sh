@@ -18,7 +18,8 @@
 #   nightlyseed   the nightly command on GPU 0 at seed SEED [23], WPG [auto] workers sharing it
 #   reach         issue 23's zoo bugs and twins on CUDA (bench/gpu/reach.sh)
 #   lice          the large-index cell of the cross-entropy subjects on CUDA (no harness error)
-#   calib         torch's own operations as subjects at CALIB_SEEDS [8] fresh nightly seeds (bench/calibration.py)
+#   calib         torch's own operations as subjects on CUDA, fresh nightly seeds for CALIB_MINUTES [3]
+#                 (bench/calibration.py)
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
 #                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
@@ -169,7 +170,7 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
         reach) run_step reach "${REACH_LIMIT:-300}" bash bench/gpu/reach.sh ;;
         lice) run_step lice 200 python3 bench/gpu/large_index_cross_entropy.py --devices cuda --out "$L/lice" ;;
         calib) run_step calib "${CALIB_LIMIT:-240}" python3 bench/calibration.py --device cuda \
-                   --seeds "${CALIB_SEEDS:-8}" --out "$L/calibration.jsonl" ;;
+                   --seeds "${CALIB_SEEDS:-200}" --minutes "${CALIB_MINUTES:-3}" ;;
         falsealarms) rm -rf .conformance/examples
                      run_step "falsealarms_${FA_NAME:-new}" "${FA_LIMIT:-420}" python3 bench/gpu/false_alarms_pool.py \
                          --seeds "${FA_SEEDS:-20}" --workers "${FA_WORKERS:-14}" --profile nightly --device cuda \

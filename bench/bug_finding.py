@@ -70,7 +70,7 @@ def load_subjects():
     """Import every kernels_under_test module and the zoo; return (correct subjects, zoo bugs)."""
     import kernels_under_test
     from tests.zoo import all_bugs
-    from triton_conformance import registry
+    from triton_conformance.model.subject import registry
 
     for info in pkgutil.iter_modules(kernels_under_test.__path__):
         importlib.import_module(f"kernels_under_test.{info.name}")

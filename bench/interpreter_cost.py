@@ -32,7 +32,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, os.getcwd())
-    from triton_conformance import compat, registry
+    from triton_conformance import compat
+    from triton_conformance.model.subject import registry
 
     compat.install()
     for module in args.modules.split(","):

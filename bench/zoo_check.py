@@ -30,7 +30,8 @@ def main() -> int:
     import importlib
 
     from tests.zoo import all_bugs, correct_twin
-    from triton_conformance import get_subject, registry
+    from triton_conformance import get_subject
+    from triton_conformance.model.subject import registry
     from triton_conformance.conformance.runner import run_cell
     from triton_conformance.model.config import run_config
 

@@ -77,7 +77,7 @@ exit status: 0 passed, 1 a kernel failed (replay: still fails; diff: a regressio
 # The nightly command's own defaults: shown in its --help, and what it runs with.
 NIGHTLY_DEFAULTS = {"device": "cuda", "profile": "nightly"}
 HELP_BASELINE = "an earlier results JSON: the report also shows what changed since then"
-HELP_PER_GPU = ("xdist workers sharing each GPU, a number >= 1 or auto: a quarter of the cores per GPU, 1 to 4; "
+HELP_PER_GPU = ("xdist workers sharing each GPU, a number >= 1 or auto: three quarters of the cores per GPU, 1 to 12; "
                 "performance cells still take their GPU alone; -n overrides it [default: auto]")
 
 

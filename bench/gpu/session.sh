@@ -20,6 +20,7 @@
 #   lice          the large-index cell of the cross-entropy subjects on CUDA (no harness error)
 #   calib         torch's own operations as subjects on CUDA, fresh nightly seeds for CALIB_MINUTES [3]
 #                 (bench/calibration.py)
+#   torchprec     what torch's own CUDA cumsum, fp16 matmul and rms_norm do (bench/gpu/torch_cuda_precision.py)
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
 #                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
@@ -169,6 +170,7 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
                          >> "$OUT/summary.txt" 2>&1 ;;
         reach) run_step reach "${REACH_LIMIT:-300}" bash bench/gpu/reach.sh ;;
         lice) run_step lice 200 python3 bench/gpu/large_index_cross_entropy.py --devices cuda --out "$L/lice" ;;
+        torchprec) run_step torchprec 120 python3 bench/gpu/torch_cuda_precision.py ;;
         calib) run_step calib "${CALIB_LIMIT:-240}" python3 bench/calibration.py --device cuda \
                    --seeds "${CALIB_SEEDS:-200}" --minutes "${CALIB_MINUTES:-3}" ;;
         falsealarms) rm -rf .conformance/examples

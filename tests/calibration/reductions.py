@@ -2,7 +2,7 @@
 
 import torch
 
-from tests.calibration.common import COLUMNS, DTYPES, ROWS, VALUES
+from tests.calibration.common import COLUMNS, DTYPES, ROUNDS_TO_INPUT, ROWS, VALUES
 from triton_conformance import Backward, Tensor, subject
 
 ROW_INPUT = {"x": Tensor(("M", "N"), dtypes=DTYPES, layouts="any")}
@@ -23,8 +23,11 @@ def torch_mean(x):
     return x.mean(-1)
 
 
+# torch's CUDA cumsum scans in the element type (ATen's scan with std::plus<scalar_t>: every fp16 or bf16
+# prefix is rounded to its dtype; 76 of 1238 cells of two nightly seeds on an H200 under a float32 claim),
+# while its CPU cumsum keeps float32 prefixes: the claim true of both is the input's precision.
 @subject(inputs=ROW_INPUT, dims=DIMS, family="torch_reduction", oracle=lambda x: x.cumsum(-1), reduces="N",
-         values=VALUES, backward=True)
+         values=VALUES, accumulate=ROUNDS_TO_INPUT, backward=True)
 def torch_cumsum(x):
     """torch.cumsum over the last dim."""
     return x.cumsum(-1)

@@ -177,14 +177,15 @@ def test_a_turn_is_released_when_the_body_raises(tmp_path) -> None:
 # -- how many workers per GPU ------------------------------------------------
 
 
-@pytest.mark.parametrize(("cpus", "gpus", "per_gpu"), [(16, 1, 4), (8, 1, 2), (2, 1, 1), (128, 8, 4),
-                                                        (64, 1, 4), (32, 2, 4), (16, 2, 2), (None, 1, 1)])
-def test_workers_per_gpu_is_a_quarter_of_the_cores_per_gpu_between_1_and_4(cpus, gpus, per_gpu) -> None:
+@pytest.mark.parametrize(("cpus", "gpus", "per_gpu"), [(16, 1, 12), (8, 1, 6), (2, 1, 1), (128, 8, 12),
+                                                        (64, 1, 12), (32, 2, 12), (16, 2, 6), (4, 4, 1),
+                                                        (None, 1, 1)])
+def test_workers_per_gpu_is_three_quarters_of_the_cores_per_gpu_between_1_and_12(cpus, gpus, per_gpu) -> None:
     assert workers_per_gpu(cpus, gpus) == per_gpu
 
 
 def test_the_option_takes_a_positive_number_or_auto() -> None:
-    assert nightly_per_gpu("auto", 16, 1) == 4 and nightly_per_gpu(None, 8, 1) == 2
+    assert nightly_per_gpu("auto", 16, 1) == 12 and nightly_per_gpu(None, 8, 1) == 6
     assert nightly_per_gpu("3", 2, 1) == 3
     for bad in ("0", "-1", "two", "", "1.5"):
         assert nightly_per_gpu(bad, 16, 1) is None, bad
@@ -216,9 +217,9 @@ def test_nightly_starts_workers_per_gpu_times_the_gpus(nightly) -> None:
     assert code == 0 and _workers(argv) == 4
     assert "nightly: 4 worker(s) over GPUs ['g0', 'g1'], 2 per GPU," in out
     code, argv, out, _ = nightly("--gpus", "g0", cpus=16)  # auto
-    assert code == 0 and _workers(argv) == 4 and "4 per GPU" in out
+    assert code == 0 and _workers(argv) == 12 and "12 per GPU" in out
     code, argv, _, _ = nightly("--gpus", "g0,g1", cpus=16)
-    assert code == 0 and _workers(argv) == 4
+    assert code == 0 and _workers(argv) == 12
     code, argv, out, _ = nightly("--gpus", "g0,g1", "--workers-per-gpu", "1", cpus=64)
     assert code == 0 and _workers(argv) == 2 and "1 per GPU" in out
 

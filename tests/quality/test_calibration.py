@@ -64,3 +64,30 @@ def test_the_calibration_covers_the_issues_list_in_three_dtypes_forward_and_back
         assert s.contract.backward is not None, s.name
         dtypes = {d for spec in s.contract.inputs.values() for d in spec.dtypes}
         assert {"float16", "bfloat16", "float32"} <= dtypes, s.name
+
+
+def _prefix_rounding_cumsum(x):
+    """torch's CUDA cumsum, emulated on the CPU: its scan runs in the element type, so every fp16 or bf16
+    prefix is rounded to it (here sequentially, the order that rounds the most)."""
+    import torch
+
+    acc = torch.zeros(x.shape[:-1], dtype=torch.float32)
+    out = torch.empty(x.shape, dtype=x.dtype)
+    for j in range(x.shape[-1]):
+        acc = (acc + x[..., j].float()).to(x.dtype).float()
+        out[..., j] = acc.to(x.dtype)
+    return out
+
+
+def test_a_scan_rounding_every_prefix_passes_as_cumsum_is_declared_and_fails_a_float32_claim():
+    from dataclasses import replace
+
+    from tests.calibration.reductions import torch_cumsum
+    from triton_conformance.model.subject import Subject
+
+    cells = ["dtype:float16", "dtype:bfloat16", "layout:transposed", "shape:beyond-block"]
+    as_declared = Subject(name="prefix_rounding_cumsum", family="cumsum", launcher=_prefix_rounding_cumsum,
+                          contract=torch_cumsum.contract, module=__name__)
+    assert not _failing(as_declared, run_config(profile="ci"), cells)
+    claims_float32 = replace(as_declared, contract=replace(torch_cumsum.contract, accumulate="float32"))
+    assert _failing(claims_float32, run_config(profile="ci"), cells), "a float32 claim must catch fp16 prefixes"

@@ -20,8 +20,9 @@ answer:
 versions (torch, triton, numpy, python, device), the canary and its error, and
 where the cause is known a hint (:data:`KNOWN_CAUSES`).  The plugin raises it
 as a usage error (exit 4) before any cell, once per run on the controller.
-On CUDA the canaries run in a child process (:func:`check_in_child`), so that
-pytest's own process never initialises CUDA.
+On CUDA the canaries run in a child process (:class:`EnvironmentCheck`), so that
+pytest's own process never initialises CUDA; the child also says whether torch
+sees a GPU, and runs while pytest-xdist starts its workers.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from typing import Any, Callable
 from triton_conformance.model.config import on_cuda
 
 __all__ = ["CANARIES", "KNOWN_CAUSES", "CanaryFailure", "run_canaries", "versions", "failure_line",
-           "environment_failure", "check_in_child", "child_main"]
+           "environment_failure", "EnvironmentCheck", "EnvironmentReport", "check_in_child", "cuda_probe",
+           "child_main"]
 
 
 @dataclass(frozen=True)
@@ -215,32 +217,98 @@ def environment_failure(device: str) -> str | None:
     return None if failure is None else failure_line(failure, versions(device))
 
 
-# The child of check_in_child: the back end is chosen before this module (and its kernels) is imported.
+# The child of EnvironmentCheck: the back end is chosen before this module (and its kernels) is imported.
 _CHILD = ("import sys; from triton_conformance.conformance.backend import select_device; "
           "device = select_device(sys.argv[1]); from triton_conformance.conformance.canary import child_main; "
-          "sys.exit(child_main(device, sys.argv[2]))")
+          "sys.exit(child_main(device, sys.argv[2], sys.argv[3]))")
+
+
+@dataclass(frozen=True)
+class EnvironmentReport:
+    """What the child found: ``probe`` (on CUDA: torch's version, its CUDA build, the GPUs it sees; else None),
+    ``failure`` (the one line of a failing canary, or of a child that could not run; else None) and
+    ``torch_missing`` (on CUDA the child died before its probe: ``failure`` is then its last line)."""
+
+    probe: dict[str, Any] | None = None
+    failure: str | None = None
+    torch_missing: bool = False
+
+
+class EnvironmentCheck:
+    """The CUDA probe and the canaries in a fresh Python, started now and read later (:meth:`report`), so
+    that they run beside whatever the caller does meanwhile (pytest-xdist starting its workers) and this
+    process initialises no CUDA context.  ``canaries=False`` runs the probe alone."""
+
+    def __init__(self, device: str, compat: tuple[str, ...] | None = None, *, canaries: bool = True,
+                 timeout: float = 300.0):
+        self.timeout = timeout
+        self._device_is_cuda = on_cuda(device)
+        argv = [sys.executable, "-c", _CHILD, device, json.dumps(None if compat is None else list(compat)),
+                "on" if canaries else "off"]
+        self._start_error: OSError | None = None
+        try:
+            self._child: subprocess.Popen | None = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                                                     stderr=subprocess.PIPE, text=True)
+        except OSError as exc:
+            self._child = None
+            self._start_error = exc
+        self._report: EnvironmentReport | None = None
+
+    def report(self) -> EnvironmentReport:
+        """Wait for the child (once) and say what it found."""
+        if self._report is None:
+            self._report = self._wait()
+        return self._report
+
+    def _wait(self) -> EnvironmentReport:
+        if self._child is None:
+            return EnvironmentReport(failure="this environment cannot run Triton kernels: the canaries could "
+                                             f"not be started ({self._start_error})")
+        try:
+            out, err = self._child.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.communicate()
+            return EnvironmentReport(failure="this environment cannot run Triton kernels: the canaries did not "
+                                             f"finish in {self.timeout:g} s before any cell ran")
+        found: dict[str, Any] = {}
+        for line in out.splitlines():  # the child's JSON lines: its probe first, then the canaries' line
+            if line.startswith("{"):
+                found.update(json.loads(line))
+        if self._child.returncode == 0 and "failure" in found:
+            return EnvironmentReport(probe=found.get("probe"), failure=found["failure"])
+        last = (err.strip().splitlines() or ["no output"])[-1][:400]
+        if "probe" not in found and self._device_is_cuda:  # it died importing torch
+            return EnvironmentReport(failure=last, torch_missing=True)
+        return EnvironmentReport(probe=found.get("probe"),
+                                 failure=f"this environment cannot run Triton kernels: the canaries' process "
+                                         f"exited with status {self._child.returncode} ({last}) before any cell "
+                                         "ran")
 
 
 def check_in_child(device: str, compat: tuple[str, ...] | None = None, timeout: float = 300.0) -> str | None:
     """:func:`environment_failure` in a fresh Python (so that this process initialises no CUDA context)."""
-    argv = [sys.executable, "-c", _CHILD, device, json.dumps(None if compat is None else list(compat))]
-    try:
-        child = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"this environment cannot run Triton kernels: the canaries could not be started ({exc})"
-    lines = child.stdout.strip().splitlines()
-    if child.returncode == 0 and lines:
-        return json.loads(lines[-1])
-    last = (child.stderr.strip().splitlines() or ["no output"])[-1]
-    return (f"this environment cannot run Triton kernels: the canaries' process exited with status "
-            f"{child.returncode} ({last[:400]}) before any cell ran")
+    return EnvironmentCheck(device, compat, timeout=timeout).report().failure
 
 
-def child_main(device: str, compat: str) -> int:
-    """The child's work: the compat layer as the run has it (``compat``: JSON), the canaries, their line."""
+def cuda_probe() -> dict[str, Any]:
+    """torch's version, the CUDA it was built with, and the GPUs it can use here (0 without CUDA)."""
+    import torch
+
+    devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "devices": devices}
+
+
+def child_main(device: str, compat: str, canaries: str = "on") -> int:
+    """The child's work: on CUDA the probe (no canary runs without a GPU), the compat layer as the run has it
+    (``compat``: JSON), the canaries; one line of JSON with what it found."""
+    probe = cuda_probe() if on_cuda(device) else None
+    print(json.dumps({"probe": probe}), flush=True)
     if not on_cuda(device):
         from triton_conformance import compat as layer
 
         layer.install(json.loads(compat))
-    print(json.dumps(environment_failure(device)))
+    usable = probe is None or probe["devices"] > 0
+    failure = environment_failure(device) if usable and canaries == "on" else None
+    print(json.dumps({"failure": failure}))
     return 0

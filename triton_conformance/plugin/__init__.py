@@ -6,10 +6,7 @@ the battery load only when ``--conformance`` is given.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -165,44 +162,61 @@ def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN
         raise pytest.UsageError(str(exc)) from None
 
 
-# Run in a fresh interpreter: whether torch sees a CUDA GPU, without initialising CUDA in pytest's process.
-_CUDA_PROBE = ("import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
-               "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'devices': n}))")
-
-
-def _check_cuda(where: str) -> None:
-    """Raise ConformanceUsageError, in one line, unless torch sees a CUDA GPU here (controller only)."""
-    try:
-        probe = subprocess.run([sys.executable, "-c", _CUDA_PROBE], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ConformanceUsageError(f"{where}='cuda' but probing for a GPU failed: {exc}") from None
-    hint = "run on the CPU with --conformance-device=interpreter (the default)"
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConformanceUsageError(f"{where}='cuda' but torch cannot be imported here ({last}); {hint}")
-    seen = json.loads(probe.stdout.strip().splitlines()[-1])
-    if seen["devices"] < 1:
-        build = "built without CUDA" if seen["cuda"] is None else f"CUDA {seen['cuda']}"
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        shown = f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
-        raise ConformanceUsageError(f"{where}='cuda' but no CUDA GPU is usable here: torch {seen['torch']} "
-                                    f"({build}) sees none{shown}; expected a machine with a GPU, or {hint}")
-
-
-def _check_canaries(config: pytest.Config, run) -> None:  # noqa: ANN001 - a RunConfig
-    """Raise ConformanceUsageError, in one line, if a canary kernel fails on the run's back end (controller
-    only: xdist workers and cell workers share its environment); on CUDA in a child process, so that pytest's
-    own process initialises no CUDA context."""
+def _canaries_on(config: pytest.Config) -> bool:
     value, where = _option(config, "canary")
     if value not in ("on", "off"):
         raise ConformanceUsageError(f"{where}={value!r}, expected 'on' or 'off'")
-    if value == "off":
-        return
-    from triton_conformance.conformance.canary import check_in_child, environment_failure
+    return value == "on"
 
-    line = check_in_child(run.device, run.compat) if run.device == "cuda" else environment_failure(run.device)
+
+def _start_environment_check(config: pytest.Config, run, where: str):  # noqa: ANN001, ANN202 - a RunConfig
+    """Controller only (xdist workers and cell workers share its environment).  On the interpreter the
+    canaries run here, now, and a failure raises ConformanceUsageError in one line.  On CUDA the probe for a
+    GPU and the canaries start in a child process (so that pytest's own process initialises no CUDA context)
+    and are read in pytest_sessionstart, once xdist has started its workers beside them: returns that
+    pending check, as (EnvironmentCheck, where), or None."""
+    from triton_conformance.conformance.canary import EnvironmentCheck, environment_failure
+
+    if on_cuda(run.device):
+        return EnvironmentCheck(run.device, run.compat, canaries=_canaries_on(config)), where
+    line = environment_failure(run.device) if _canaries_on(config) else None
     if line is not None:
         raise ConformanceUsageError(line)
+    return None
+
+
+def _environment_line(report, where: str) -> str | None:  # noqa: ANN001 - an EnvironmentReport
+    """The one usage-error line for what the CUDA child found, or None when the environment can run kernels."""
+    hint = "run on the CPU with --conformance-device=interpreter (the default)"
+    if report.torch_missing:
+        return f"{where}='cuda' but torch cannot be imported here ({report.failure}); {hint}"
+    seen = report.probe
+    if seen is not None and seen["devices"] < 1:
+        build = "built without CUDA" if seen["cuda"] is None else f"CUDA {seen['cuda']}"
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        shown = f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+        return (f"{where}='cuda' but no CUDA GPU is usable here: torch {seen['torch']} ({build}) sees none{shown}; "
+                f"expected a machine with a GPU, or {hint}")
+    return report.failure
+
+
+_ENVIRONMENT = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session: pytest.Session):  # noqa: ANN201
+    """After xdist has started its workers (its own pytest_sessionstart): wait for the CUDA environment check
+    that ran beside their start-up, and end the run with its one line if the environment cannot run
+    kernels, before any cell is scheduled."""
+    result = yield
+    pending = session.config.stash.get(_ENVIRONMENT, None)
+    if pending is not None:
+        del session.config.stash[_ENVIRONMENT]
+        check, where = pending
+        line = _environment_line(check.report(), where)
+        if line is not None:
+            raise pytest.UsageError(line)
+    return result
 
 
 def _shard(config: pytest.Config, results: str, controller: bool):  # noqa: ANN202
@@ -252,10 +266,10 @@ def pytest_configure(config: pytest.Config) -> None:
             from triton_conformance import compat
 
             compat.install(run.compat)
-        if on_cuda(device) and controller:
-            _check_cuda(where)
         if controller:  # HOOK(harness): the environment can run kernels at all, before any cell
-            _check_canaries(config, run)
+            environment = _start_environment_check(config, run, where)
+            if environment is not None:
+                config.stash[_ENVIRONMENT] = environment
         if controller and not fresh:
             from triton_conformance.plugin.merge import check_mergeable
 

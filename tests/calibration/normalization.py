@@ -55,8 +55,12 @@ def rms_norm(x, weight, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
+# No "inf": torch's CUDA rms_norm does not carry an infinity through as the definition does.  On an H200
+# (torch 2.11, bench/gpu/torch_cuda_precision.py) a row [1, 2, inf, 3] gives [0, 0, nan, 0] in fp16 and
+# fp32 but all NaN in float64, and a 3-column row with an infinity gave NaN where the definition gives -0
+# (nightly seed 986109797).  The CPU's follows the definition.
 @subject(inputs={"x": X, "weight": ROW_PARAMETER}, dims=DIMS, family="torch_rms_norm", scalars={"eps": EPS},
-         oracle=rms_norm, reduces="N", values=VALUES, backward=True)
+         oracle=rms_norm, reduces="N", values=FINITE_VALUES, backward=True)
 def torch_rms_norm(x, weight, eps):
     """F.rms_norm over the last dim."""
     return F.rms_norm(x, (x.shape[-1],), weight, eps)

@@ -319,3 +319,18 @@ def test_jit_calls_inside_a_kernel_do_not_patch_the_language_again():
         assert torch.allclose(out, expected, atol=1e-5), shims
         counts[shims] = len(scans)
     assert counts[("nested_calls",)] * 4 <= counts[()], counts  # the launch's patch only, not one per call
+
+
+def test_outside_a_pinned_config_the_interpreter_runs_the_survivor_with_the_largest_blocks():
+    from triton_conformance.compat.autotune import interpreted_fastest
+
+    def config(**kwargs):
+        return triton.Config(kwargs, num_warps=4)
+
+    rows = [config(BLOCK_N=16), config(BLOCK_N=128), config(BLOCK_N=64)]
+    assert interpreted_fastest(rows) is rows[1]
+    tiles = [config(BLOCK_M=4, BLOCK_N=32, GROUP_M=8), config(BLOCK_M=8, BLOCK_N=32, GROUP_M=1),
+             config(BLOCK_SIZE=256, SPLIT_K=4)]
+    assert interpreted_fastest(tiles) is tiles[1]  # 256 elements, as the third, and first of the two
+    no_blocks = [config(SPLIT_K=1), config(SPLIT_K=4)]
+    assert interpreted_fastest(no_blocks) is no_blocks[0]

@@ -4,10 +4,11 @@ The autotuner benchmarks through ``driver.active`` ("0 active drivers" on a
 CPU machine), and timing interpreted programs would say nothing about the GPU
 anyway.  With this shim ``Autotuner.prune_configs`` runs the kernel's own
 pruning (``prune_configs_by``: ``early_config_prune``, then ``perf_model`` /
-``top_k``) and keeps one survivor -- the first, or the one :func:`pin_config`
-names -- so ``Autotuner.run`` takes its single-config path and benchmarks
-nothing.  Every survivor is recorded: :func:`surviving_configs` gives them,
-so each can be tested as its own variant.
+``top_k``) and keeps one survivor -- the one :func:`pin_config` names, else the
+one with the largest blocks (:func:`interpreted_fastest`) -- so ``Autotuner.run``
+takes its single-config path and benchmarks nothing.  Every survivor is
+recorded: :func:`surviving_configs` gives them, so each can be tested as its
+own variant.
 
 ``Autotuner`` subclasses with a runtime of their own (FlagGems' ``LibTuner``)
 benchmark even a single survivor and keep their choices in a cache of their
@@ -26,7 +27,7 @@ from triton_conformance.compat._patch import Patch
 from triton_conformance.compat.target import TargetDevice
 from triton_conformance.errors import InvalidArgument
 
-__all__ = ["apply", "surviving_configs", "pin_config"]
+__all__ = ["apply", "interpreted_fastest", "pin_config", "surviving_configs"]
 
 _SURVIVORS = "_compat_surviving_configs"
 _PIN = "_compat_pinned_config"
@@ -56,7 +57,7 @@ def surviving_configs(kernel: Any) -> tuple:
 
 @contextlib.contextmanager
 def pin_config(kernel: Any, index: int) -> Iterator[None]:
-    """Launches of ``kernel`` inside the block run its ``index``-th surviving config (not the first)."""
+    """Launches of ``kernel`` inside the block run its ``index``-th surviving config (not the interpreter's pick)."""
     tuner = _autotuner(kernel)
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise InvalidArgument(f"pin_config: index={index!r}, expected a non-negative int")
@@ -78,7 +79,9 @@ def apply(patch: Patch, target: TargetDevice) -> None:
     def prune_configs(self: Any, kwargs: dict, *args: Any, **more: Any) -> list:
         survivors = list(original(self, kwargs, *args, **more))
         setattr(self, _SURVIVORS, tuple(survivors))
-        index = getattr(self, _PIN, None) or 0
+        index = getattr(self, _PIN, None)
+        if index is None:
+            return [interpreted_fastest(survivors)]
         if index >= len(survivors):
             raise InvalidArgument(f"pin_config: index={index} but {self.base_fn.__name__} kept "
                                   f"{len(survivors)} config(s) after pruning")
@@ -87,6 +90,22 @@ def apply(patch: Patch, target: TargetDevice) -> None:
     patch.set(Autotuner, "prune_configs", prune_configs)
     patch.set(Autotuner, "do_bench", _Untimed())
     patch.set(Autotuner, "cache", property(_get_cache, _set_cache))
+
+
+def interpreted_fastest(configs: list) -> Any:
+    """The config the interpreter runs in the fewest steps: the largest product of its ``BLOCK*`` values
+    (the first of equals).  The interpreter's cost is per operation of a program, while a block's elements
+    are one numpy operation: a row softmax in blocks of 128 lanes runs 8 times fewer operations than in
+    blocks of 16.  Which config runs outside the ``autotune:*`` cells says nothing about the GPU's choice
+    (the cells test every survivor, each pinned)."""
+    def block_product(config: Any) -> int:
+        product = 1
+        for name, value in (getattr(config, "kwargs", None) or {}).items():
+            if name.upper().startswith("BLOCK") and isinstance(value, int) and value > 0:
+                product *= value
+        return product
+
+    return max(configs, key=block_product)  # max keeps the first of equals
 
 
 def _untimed(kernel_call: Any, quantiles: Any = None, **kwargs: Any) -> list[float]:

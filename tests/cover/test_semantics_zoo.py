@@ -197,3 +197,20 @@ def test_strict_passes_a_refusal_in_words():
     result = cell(strict_twin(zoo.zoo_sem_offset), "layout:transposed")
     assert (result.outcome, result.finding) == ("rejected", None), result.message
     assert result.passed and "without a message" not in result.message
+
+
+def test_an_import_error_is_never_a_refusal():
+    # A launcher that imports a module only for strided inputs, one that cannot load (a removed triton API):
+    # outside the contract that is no refusal of the input, even without strict=True.
+    from dataclasses import replace
+
+    def loads_late(x):
+        if not x.is_contiguous():
+            raise ModuleNotFoundError("No module named 'triton.tools.experimental_descriptor'")
+        return zoo.zoo_sem_assert.launcher(x)
+
+    broken = replace(zoo.zoo_sem_assert, name="zoo_sem_loads_late", launcher=loads_late)
+    assert cell(broken, "layout:offset").outcome == "honoured"  # contiguous inputs: computed
+    result = cell(broken, "layout:transposed")
+    assert (result.outcome, result.finding) == ("crash", "unclean-rejection"), result.message
+    assert not result.passed and result.rejected_examples == 0

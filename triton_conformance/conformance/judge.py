@@ -80,14 +80,17 @@ def _innermost_file(exc: BaseException) -> str:
 
 
 def rejection(exc: BaseException) -> str:
-    """How the launcher refused an input: ``"clean"`` or ``"unexplained"``.
+    """How the launcher refused an input: ``"clean"``, ``"unexplained"`` or ``"none"``.
 
     Clean: raised by the launcher's own code (whatever the type: a bare
     ``assert`` is the Triton tutorials' idiom), with a message.  Unexplained:
     no message, or raised inside triton or torch (compared with their real
     package directories, so a user's folder named ``triton/`` is still the
-    user's code) or a triton error type.
+    user's code) or a triton error type.  None: an ImportError, which no input
+    causes (the launcher cannot run at all): never a refusal, a crash.
     """
+    if isinstance(exc, ImportError):
+        return "none"
     innermost = _innermost_file(exc)
     inside_library = type(exc).__module__.startswith("triton") or any(
         innermost.startswith(root) for root in _library_roots())

@@ -89,7 +89,7 @@ def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None 
             refusal = rejection(first.error)
             if refusal == "clean":
                 return EXAMPLE_REJECTED
-            if not contract.strict:  # any refusal is fine: the input was never computed on
+            if refusal == "unexplained" and not contract.strict:  # any refusal is fine: never computed on
                 return EXAMPLE_REJECTED_UNEXPLAINED
         kind = "unclean-rejection" if outside else "exception"
         where = "outside" if outside else "inside"

@@ -11,6 +11,7 @@ SUBJECTS = {  # subjects module -> the tutorial's module in sources/
     "subjects_02_fused_softmax": "tutorial_02_fused_softmax",
     "subjects_03_matrix_multiplication": "tutorial_03_matrix_multiplication",
     "subjects_05_layer_norm": "tutorial_05_layer_norm",
+    "subjects_06_fused_attention": "tutorial_06_fused_attention",
 }
 
 

@@ -83,7 +83,7 @@ def test_an_elementwise_scale_gives_an_elementwise_atol():
     scale = torch.tensor([1.0, 10.0, 0.0], dtype=torch.float64)
     b = default_bound(out_dtype="float32", reduction=4, scale=scale)
     u = finfo("float32").eps / 2
-    expected = 8 * u * 2 * scale + finfo("float32").tiny
+    expected = 8 * u * 2 * scale + 32 * finfo("float32").tiny  # the underflow floor
     assert torch.allclose(b.atol, expected, rtol=1e-12, atol=0)
     assert b.rtol == default_bound(out_dtype="float32", reduction=4).rtol
     assert b.describe().startswith(f"|err| <= max {float(expected.max()):.3g} + ")
@@ -370,3 +370,15 @@ def test_int_and_bool_scalars_and_undeclared_names_pass_unchanged():
     got = Judge(s).launched_scalars({"k": 3, "flag": True, "p": 0.1, "other": 0.1})
     assert got == {"k": 3, "flag": True, "p": float(torch.tensor(0.1, dtype=torch.float32)), "other": 0.1}
     assert type(got["k"]) is int and got["p"] != 0.1
+
+
+def test_a_result_fp32_math_flushes_near_zero_passes_and_a_larger_one_fails():
+    # torch's bf16 silu(-89): exp(89) overflows fp32, sigmoid is 0, the result -0.0 where float64 has -7.4e-38.
+    ref = torch.tensor([-7.374611361591464e-38], dtype=torch.float64)
+    flushed = torch.tensor([-0.0], dtype=torch.float64)
+    for out in ("bfloat16", "float32"):  # the scale is the largest |ref|, as the judge passes it
+        assert compare(flushed, ref, default_bound(out_dtype=out, scale=7.4e-38)) is None, out
+        past = ref * 2**6  # past 2^5 smallest normals
+        assert compare(flushed, past, default_bound(out_dtype=out, scale=4.8e-36)) is not None, out
+    assert default_bound(out_dtype="float16", scale=0.0).atol == 2.0**-14  # fp16's own floor is the larger
+    assert default_bound(out_dtype="float64", scale=0.0).atol == 2.0**-1022  # float64 keeps its own

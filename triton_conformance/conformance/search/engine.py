@@ -164,9 +164,9 @@ def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: Findin
     contract = subject.contract
     policy = context.policy
     outcome = SearchOutcome(asked=max_examples or draw.max_examples or policy.examples)
-    # repr(spec) -> its violation, for Hypothesis's replays; the shrinker only tries
+    # spec -> its violation, for Hypothesis's replays; the shrinker only tries
     # smaller specs, so the one added last is the best so far.
-    failures: dict[str, Violation] = {}
+    failures: dict[Spec, Violation] = {}
     shrink_calls = allowance.shrink_calls if shrink_calls is None else shrink_calls
     after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
 
@@ -174,9 +174,8 @@ def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: Findin
         return allowance.fits(contract, spec) and not (excluding is not None and excluding.excludes(spec))
 
     def probe(spec: Spec) -> None:
-        key = repr(spec)
-        if key in failures:
-            raise failures[key]  # a replay of a known failure: no need to run the kernel again
+        if spec in failures:
+            raise failures[spec]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
         if allowance.spent():
@@ -216,8 +215,8 @@ def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: Findin
             return
         if isinstance(verdict, Finding):
             outcome.counts["failed"] += 1
-            failures[key] = Violation(verdict, spec)
-            raise failures[key]
+            failures[spec] = Violation(verdict, spec)
+            raise failures[spec]
         outcome.counts[verdict] += 1
 
     salt = draw.name + ("::second" if excluding is not None else "")

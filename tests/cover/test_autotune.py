@@ -432,7 +432,7 @@ class _Drawn(Observer):
 
 def _drawn(cell, profile, seed):
     seen = _Drawn()
-    run_cell(cover_autotune_direct, cell, config=run_config(profile=profile), seed=seed, observer=seen)
+    run_cell(cover_autotune_direct, cell, config=run_config(profile=profile, seed=seed), observer=seen)
     return seen.dims
 
 

@@ -57,14 +57,10 @@ def _worker_error(subject: Subject, cell: str, traceback: str) -> CellResult:
     (a crash that :func:`classify` names a ``compile-error``)."""
     last = (traceback.strip().splitlines() or ["an error"])[-1]
     if compile_error_kind(traceback) is not None:
-        return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="crash",
-                          finding="exception", message=last, details={"traceback": traceback},
-                          expected_failure=subject.xfail)
-    return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="harness-error",
-                      finding="harness-raised", expected_failure=subject.xfail,
-                      message=f"triton-conformance's worker raised {last} around this cell. This is a bug in "
-                              "triton-conformance, not a verdict about the kernel: please report it with the "
-                              "traceback", details={"traceback": traceback})
+        return CellResult.of(subject, cell, "crash", last, finding="exception", details={"traceback": traceback})
+    return CellResult.of(subject, cell, "harness-error", f"triton-conformance's worker raised {last} around this "
+                         "cell. This is a bug in triton-conformance, not a verdict about the kernel: please report "
+                         "it with the traceback", finding="harness-raised", details={"traceback": traceback})
 
 
 class CellExecutor:
@@ -137,8 +133,7 @@ class CellExecutor:
 
     def _lost_cell(self, subject: Subject, cell: str, finding: Finding, last_spec: dict | None) -> CellResult:
         """A cell whose worker never answered: recorded with the example it was running."""
-        result = CellResult(subject=subject.name, family=subject.family, cell=cell, outcome=finding.outcome,
-                            finding=finding.kind, message=finding.message, expected_failure=subject.xfail)
+        result = CellResult.of(subject, cell, finding.outcome, finding.message, finding=finding.kind)
         if last_spec is None:
             return result
         from triton_conformance.conformance.backend import Backend

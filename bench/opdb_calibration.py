@@ -173,7 +173,7 @@ class Declaration:
                 return "float64 output shaped otherwise"
             if any(not torch.equal(a.nan_to_num(nan=0.5), b.nan_to_num(nan=0.5)) for a, b in zip(low, again)):
                 return "random output"
-            called = _aten_calls(lambda: self.call([t.clone() for t in x32], torch), torch)
+            called = _aten_calls(lambda x=x32: self.call([t.clone() for t in x], torch), torch)
             if any(torch.Tag.nondeterministic_seeded in f.tags for f in called):
                 return "random output (an op tagged nondeterministic_seeded)"
             if any(f.name().split("::")[-1].split(".")[0] in UNINITIALIZED for f in called):

@@ -12,7 +12,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from triton_conformance import Dim, InvalidContract, Tensor, register, subject  # noqa: E402
-from triton_conformance.conformance.kinds.autotune.tuning import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
+from triton_conformance.conformance.kinds.autotune.discovery import autotuned, reveal, tuners_for  # noqa: E402
+from triton_conformance.conformance.kinds.autotune.tuning import Tuning, config_name  # noqa: E402
 from triton_conformance.conformance.kinds import cells_for, kind_of  # noqa: E402
 from triton_conformance.conformance.replay import replay  # noqa: E402
 from triton_conformance.conformance.observe import Observer  # noqa: E402

@@ -172,6 +172,19 @@ def test_hard_coded_cuda_allocations_land_on_the_cpu():
     assert torch.zeros(1).new_full((3,), 2.0, device=torch.device("cuda")).device.type == "cpu"
 
 
+def _zeros_beside(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(x) + x
+
+
+@NO_CUDA
+def test_torchscript_still_compiles_the_factories_the_allocations_shim_wraps():
+    # torch's jvp decompositions script such functions at import (issue 28: the import failed under the shim)
+    only("cuda_allocations")
+    scripted = torch.jit.script(_zeros_beside)
+    assert torch.equal(scripted(torch.ones(3)), torch.ones(3))
+    assert "aten::zeros_like" in str(scripted.graph)
+
+
 def test_float_arguments_arrive_as_fp32_scalars():
     x = torch.arange(20, dtype=torch.float32)
     out = torch.empty_like(x)

@@ -43,7 +43,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from triton_conformance.oracles.magnitude_rules import apply, is_float, quietly_import_decompositions, rule_of
 
-__all__ = ["gradient_magnitudes", "output_magnitudes"]
+__all__ = ["gradient_magnitudes", "import_before_shims", "output_magnitudes"]
 
 aten = torch.ops.aten
 
@@ -180,6 +180,14 @@ def _decomposition(func) -> Callable[..., Any] | None:
 
 
 # -- entry points --------------------------------------------------------------------
+
+
+def import_before_shims() -> None:
+    """What the pass imports lazily, imported now: the interpreter's compat shims, installed after this,
+    must not change what it sees (the jvp decompositions script torch functions as they import)."""
+    quietly_import_decompositions()
+    import torch.func  # noqa: F401
+    import torch.nn.attention  # noqa: F401
 
 
 @contextlib.contextmanager

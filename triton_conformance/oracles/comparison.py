@@ -41,7 +41,8 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
             magnitude: Callable[[], torch.Tensor | None] | torch.Tensor | None = None) -> Mismatch | None:
     """None if ``actual`` matches ``expected`` (float64) within ``bound``; else a Mismatch.
 
-    NaN positions, and ±inf positions with their signs, must match exactly.
+    NaN positions, and ±inf positions with their signs, must match exactly, the oracle's taken as rounding
+    to ``actual``'s dtype makes them (a finite value past its range is an infinity there).
 
     ``magnitude``: the magnitude of the terms behind each element of ``expected``
     (:mod:`.magnitude`), or a function that computes it.  It is asked for only
@@ -58,12 +59,21 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
     return _compare(actual, expected, bound.conditioned(m), lowp, name)
 
 
+def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``expected`` with each finite value past ``dtype``'s range replaced by the infinity rounding to
+    ``dtype`` makes of it: a correct kernel's fp16 result of -709,961 is -inf."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return expected
+    rounded = expected.to(dtype).to(torch.float64)
+    return torch.where(torch.isfinite(expected) & torch.isinf(rounded), rounded, expected)
+
+
 def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: torch.Tensor | None,
              name: str) -> Mismatch | None:
     if tuple(actual.shape) != tuple(expected.shape):
         return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}")
     a = actual.detach().to(torch.float64)  # on the kernel's device: a GPU compares large outputs faster
-    e = expected.detach().to(a.device, torch.float64)
+    e = _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype)
     total = a.numel()
     nan_diff = torch.isnan(a) != torch.isnan(e)
     inf_diff = (torch.isinf(a) | torch.isinf(e)) & ~(torch.isnan(a) | torch.isnan(e)) & (a != e)

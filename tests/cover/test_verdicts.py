@@ -37,3 +37,9 @@ def test_an_infinity_where_the_rounded_oracle_is_finite_still_fails():
     flipped = wrong_sign.half()
     flipped[0] = float("inf")
     assert _fp16_judged(flipped, wrong_sign).kind == "nan-mismatch"
+
+
+def test_a_mismatch_names_its_output_as_data():
+    ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    found = compare(ref.float() + 1, ref, default_bound(out_dtype="float32"), name="grad x")
+    assert found.to_dict()["output"] == "grad x"

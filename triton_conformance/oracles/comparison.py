@@ -24,11 +24,13 @@ class Mismatch:
     mismatched: int = 0
     total: int = 0
     tolerance: str = ""
+    output: str = ""  # the output's name ("output[1]", "grad x"): findings on different outputs are different
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message, "max_abs_err": self.max_abs_err,
                 "max_rel_err": self.max_rel_err, "first_index": self.first_index,
-                "mismatched": self.mismatched, "total": self.total, "tolerance": self.tolerance}
+                "mismatched": self.mismatched, "total": self.total, "tolerance": self.tolerance,
+                "output": self.output}
 
 
 def _first(mask: torch.Tensor) -> tuple[int, ...]:
@@ -71,7 +73,8 @@ def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: torch.Tensor | None,
              name: str) -> Mismatch | None:
     if tuple(actual.shape) != tuple(expected.shape):
-        return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}")
+        return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}",
+                        output=name)
     a = actual.detach().to(torch.float64)  # on the kernel's device: a GPU compares large outputs faster
     e = _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype)
     total = a.numel()
@@ -83,7 +86,8 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
         return Mismatch("nan-mismatch",
                         f"{name}: NaN/inf positions differ at {int(special.sum())} of {total} elements; "
                         f"first at {idx}: got {a[idx].item()!r}, oracle {e[idx].item()!r}",
-                        first_index=idx, mismatched=int(special.sum()), total=total, tolerance=bound.describe())
+                        first_index=idx, mismatched=int(special.sum()), total=total, tolerance=bound.describe(),
+                        output=name)
     finite = torch.isfinite(e) & torch.isfinite(a)
     err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
     if bound.reference_k is not None and lowp is not None:
@@ -106,5 +110,5 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
         f"got {a[idx].item()!r}, oracle {e[idx].item()!r}; max abs err {err.max().item():.3g}, "
         f"max rel err {rel[finite].max().item():.3g}; tolerance {bound.describe()}",
         max_abs_err=err.max().item(), max_rel_err=rel[finite].max().item(), first_index=idx,
-        mismatched=int(bad.sum()), total=total, tolerance=bound.describe(),
+        mismatched=int(bad.sum()), total=total, tolerance=bound.describe(), output=name,
     )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 
+from triton_conformance.oracles.magnitude import Unavailable
 from triton_conformance.oracles.tolerance import Bound
 
 __all__ = ["Mismatch", "compare"]
@@ -25,12 +26,14 @@ class Mismatch:
     total: int = 0
     tolerance: str = ""
     output: str = ""  # the output's name ("output[1]", "grad x"): findings on different outputs are different
+    magnitudes_unavailable: str = ""  # why the second stage could not judge (the plain bound did)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message, "max_abs_err": self.max_abs_err,
                 "max_rel_err": self.max_rel_err, "first_index": self.first_index,
                 "mismatched": self.mismatched, "total": self.total, "tolerance": self.tolerance,
-                "output": self.output}
+                "output": self.output,
+                **({"magnitudes_unavailable": self.magnitudes_unavailable} if self.magnitudes_unavailable else {})}
 
 
 def _first(mask: torch.Tensor) -> tuple[int, ...]:
@@ -56,8 +59,11 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
     if mismatch is None or mismatch.kind != "mismatch" or bound.per_term <= 0 or magnitude is None:
         return mismatch
     m = magnitude() if callable(magnitude) else magnitude
-    if m is None or tuple(m.shape) != tuple(expected.shape):
-        return mismatch
+    if m is None or isinstance(m, Unavailable) or tuple(m.shape) != tuple(expected.shape):
+        reason = (m.reason if isinstance(m, Unavailable) else "none were traced" if m is None else
+                  f"magnitudes of shape {tuple(m.shape)} for an output of shape {tuple(expected.shape)}")
+        return replace(mismatch, magnitudes_unavailable=reason,
+                       message=f"{mismatch.message}; magnitudes unavailable ({reason}): judged by the plain bound")
     return _compare(actual, expected, bound.conditioned(m), lowp, name)
 
 

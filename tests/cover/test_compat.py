@@ -2,6 +2,7 @@
 without its shim and passing with it; bf16 cells that run (and catch a bf16-only bug) on the CPU."""
 
 import os
+import warnings
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below is defined
 
@@ -180,7 +181,9 @@ def _zeros_beside(x: torch.Tensor) -> torch.Tensor:
 def test_torchscript_still_compiles_the_factories_the_allocations_shim_wraps():
     # torch's jvp decompositions script such functions at import (issue 28: the import failed under the shim)
     only("cuda_allocations")
-    scripted = torch.jit.script(_zeros_beside)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated; torch still uses it
+        scripted = torch.jit.script(_zeros_beside)
     assert torch.equal(scripted(torch.ones(3)), torch.ones(3))
     assert "aten::zeros_like" in str(scripted.graph)
 

@@ -48,9 +48,9 @@ def replay_child(argv: list[str]) -> int:
 
         device = select_device(device)
         if device == "interpreter" and shims is not None:  # before the reproducer imports the subject
-            from triton_conformance import compat
+            from triton_conformance.conformance.interpreter_layer import install_compat
 
-            compat.install(shims)
+            install_compat(shims)
         from triton_conformance.conformance.canary import environment_failure
 
         broken = environment_failure(device)

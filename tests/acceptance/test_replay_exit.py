@@ -69,12 +69,12 @@ def failed_run(pytester: pytest.Pytester):
 def test_the_reproducer_installs_the_runs_compat_shims_and_reaches_the_verdict(failed_run, pytester) -> None:
     _, result = failed_run
     script = result["reproducer"]
-    assert "compat.install(['device_properties', 'float_scalars'])" in script
+    assert "install_compat(['device_properties', 'float_scalars'])" in script
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=pytester.path)
     assert run.returncode == 1 and "StillFails: lib_double: wrong (mismatch)" in run.stderr, run.stderr[-2000:]
     assert "Torch not compiled with CUDA enabled" not in run.stderr
     # Without the shims it dies at import: the line the reproducer needs is the one it now has.
-    bare = script.replace("compat.install(['device_properties', 'float_scalars'])", "")
+    bare = script.replace("install_compat(['device_properties', 'float_scalars'])", "")
     died = subprocess.run([sys.executable, "-c", bare], capture_output=True, text=True, cwd=pytester.path)
     assert died.returncode != 0 and "Torch not compiled with CUDA enabled" in died.stderr, died.stderr[-2000:]
 

@@ -299,8 +299,17 @@ def test_out_of_contract_dtype(launcher, strict, expected):
 def test_accepted_and_wrong_says_the_input_was_outside_the_contract():
     spec = Spec(dims={"N": 4}, dtypes={"x": "float16"}, layouts={})
     found = run_example(declare(computes_half_wrong), spec, Backend())
-    assert "on an input outside the contract (x.dtype=float16 not in ('float32',))" in found.message
+    # its first words say so (issue 28: it read like an in-contract failure until its second half)
+    assert found.message.startswith("outside the contract (x.dtype=float16 not in ('float32',)), accepted by the "
+                                    "launcher: "), found.message
     assert found.details["outside_contract"] == ["x.dtype=float16 not in ('float32',)"]
+
+
+@pytest.mark.parametrize("launcher", [correct, bare_assert], ids=["accepted", "unclean"])
+def test_every_strict_finding_outside_the_contract_says_so_first(launcher):
+    spec = Spec(dims={"N": 4}, dtypes={"x": "float16"}, layouts={})
+    found = run_example(declare(launcher, strict=True), spec, Backend())
+    assert found.message.startswith("outside the contract (x.dtype=float16 not in ('float32',)): "), found.message
 
 
 def test_an_unclean_rejection_keeps_the_traceback_and_reasons():

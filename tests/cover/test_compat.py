@@ -2,6 +2,7 @@
 without its shim and passing with it; bf16 cells that run (and catch a bf16-only bug) on the CPU."""
 
 import os
+import warnings
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below is defined
 
@@ -170,6 +171,21 @@ def test_hard_coded_cuda_allocations_land_on_the_cpu():
     assert out.device.type == "cpu" and torch.equal(out, x)
     assert torch.ones(2).to("cuda", torch.float16).dtype == torch.float16
     assert torch.zeros(1).new_full((3,), 2.0, device=torch.device("cuda")).device.type == "cpu"
+
+
+def _zeros_beside(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(x) + x
+
+
+@NO_CUDA
+def test_torchscript_still_compiles_the_factories_the_allocations_shim_wraps():
+    # torch's jvp decompositions script such functions at import (issue 28: the import failed under the shim)
+    only("cuda_allocations")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated; torch still uses it
+        scripted = torch.jit.script(_zeros_beside)
+    assert torch.equal(scripted(torch.ones(3)), torch.ones(3))
+    assert "aten::zeros_like" in str(scripted.graph)
 
 
 def test_float_arguments_arrive_as_fp32_scalars():

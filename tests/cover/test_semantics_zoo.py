@@ -149,7 +149,7 @@ def test_wrong_beyond_the_claim_fails():
     result = cell(zoo.zoo_sem_assert_missing, "layout:transposed")
     assert (result.outcome, result.finding) == ("wrong", "mismatch"), result.message
     assert not result.passed
-    assert f"on an input outside the contract ({TRANSPOSED}), which the launcher accepted" in result.message
+    assert result.message.startswith(f"outside the contract ({TRANSPOSED}), accepted by the launcher: "), result.message
     assert result.details["outside_contract"] == [TRANSPOSED]
     assert result.counterexample.spec["dims"] == {"M": 2, "N": 2}  # the smallest transpose that moves anything
 
@@ -183,7 +183,7 @@ def test_strict_fails_what_default_accepts():
     strict = cell(zoo.zoo_sem_strided_strict, "layout:transposed")
     assert (strict.outcome, strict.finding) == ("wrong", "accepted-out-of-contract"), strict.message
     assert not strict.passed
-    assert strict.message == f"returned a result for an input outside the contract ({TRANSPOSED})"
+    assert strict.message == f"outside the contract ({TRANSPOSED}): returned a result, not a refusal"
 
 
 def test_strict_turns_a_bare_assert_into_an_unclean_rejection():

@@ -95,3 +95,12 @@ def test_only_the_same_outcome_finding_and_shrunk_dims_make_one_finding() -> Non
     groups = [[c["subject"] + "[" + c["cell"] + "]" for c in g.cells] for g in finding_groups(cells)]
     assert groups == [["s[layout:contiguous]", "s[layout:transposed]"], ["s[layout:padded]"], ["s[dtype:float16]"],
                       ["s[dtype:float32]"], ["t[layout:contiguous]"], ["s[timeout]"], ["s[memory]"]]
+
+
+def test_findings_on_different_outputs_are_different_findings() -> None:
+    # issue 28: a forward mismatch of output[1] and a mismatch of grad x were listed as one finding
+    forward = {**_cell("layout:contiguous", dims={"N": 3}), "details": {"output": "output[1]"}}
+    backward = {**_cell("grad:layout:contiguous", dims={"N": 3}), "details": {"output": "grad x", "gradient": "x"}}
+    again = {**_cell("layout:transposed", dims={"N": 3}), "details": {"output": "output[1]"}}
+    groups = [[c["cell"] for c in g.cells] for g in finding_groups([forward, backward, again])]
+    assert groups == [["layout:contiguous", "layout:transposed"], ["grad:layout:contiguous"]]

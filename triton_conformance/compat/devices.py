@@ -152,7 +152,7 @@ _FACTORIES = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "one
 _METHODS = ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor")
 
 
-def _on_cpu(fn: Any) -> Any:
+def _on_cpu(fn: Any, patch: Patch) -> Any:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if "device" in kwargs and _is_cuda(kwargs["device"]):
@@ -160,7 +160,23 @@ def _on_cpu(fn: Any) -> Any:
         return fn(*args, **kwargs)
 
     call._compat_original = fn  # type: ignore[attr-defined]
+    _scripted_as(call, fn, patch)
     return call
+
+
+def _scripted_as(wrapper: Any, builtin: Any, patch: Patch) -> None:
+    """``torch.jit.script`` compiles a call of ``torch.zeros_like`` as its aten op, found by the function's
+    identity; a wrapper it does not know it compiles as Python instead, and ``inspect`` then fails on the
+    builtin behind ``__wrapped__`` (torch's jvp decompositions script such calls at import).  So the wrapper
+    is registered as the op it wraps, for as long as the shim is in."""
+    from torch.jit import _builtins
+
+    op = _builtins._find_builtin(builtin)
+    if op is None:
+        return
+    table = _builtins._get_builtin_table()
+    table[id(wrapper)] = op
+    patch.on_restore(lambda: table.pop(id(wrapper), None))
 
 
 def apply_cuda_allocations(patch: Patch, target: TargetDevice) -> None:
@@ -170,9 +186,9 @@ def apply_cuda_allocations(patch: Patch, target: TargetDevice) -> None:
         return  # allocations on cuda work here: nothing to remap
     for name in _FACTORIES:
         if hasattr(torch, name):
-            patch.set(torch, name, _on_cpu(getattr(torch, name)))
+            patch.set(torch, name, _on_cpu(getattr(torch, name), patch))
     for name in _METHODS:
-        patch.set(torch.Tensor, name, _on_cpu(getattr(torch.Tensor, name)))
+        patch.set(torch.Tensor, name, _on_cpu(getattr(torch.Tensor, name), patch))
 
     real_to = torch.Tensor.to
 

@@ -305,9 +305,9 @@ def child_main(device: str, compat: str, canaries: str = "on") -> int:
     probe = cuda_probe() if on_cuda(device) else None
     print(json.dumps({"probe": probe}), flush=True)
     if not on_cuda(device):
-        from triton_conformance import compat as layer
+        from triton_conformance.conformance.interpreter_layer import install_compat
 
-        layer.install(json.loads(compat))
+        install_compat(json.loads(compat))
     usable = probe is None or probe["devices"] > 0
     failure = environment_failure(device) if usable and canaries == "on" else None
     print(json.dumps({"failure": failure}))

@@ -311,13 +311,20 @@ class Judge:
 
 
 def _traced_once(trace: Any):
-    """``i -> trace()[i]``, calling ``trace`` at most once (None where it gave None or too few)."""
+    """``i -> trace()[i]``, calling ``trace`` at most once (:class:`magnitude.Unavailable` where it gave one,
+    or too few)."""
     done: list = []
 
     def of(i: int):
         if not done:
             done.append(trace())
         mags = done[0]
-        return None if mags is None or i >= len(mags) else mags[i]
+        if isinstance(mags, magnitude.Unavailable):
+            return mags
+        if i >= len(mags):
+            return magnitude.Unavailable(f"the oracle gave {len(mags)} output(s) under magnitude tracking")
+        if mags[i] is None:
+            return magnitude.Unavailable("the traced gradient is None")
+        return mags[i]
 
     return of

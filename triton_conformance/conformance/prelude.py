@@ -26,6 +26,6 @@ def compat_prelude(backend: Any) -> str:
     shims = compat.installed()
     if not shims:
         return ""
-    return ("from triton_conformance import compat\n\n"
+    return ("from triton_conformance.conformance.interpreter_layer import install_compat\n\n"
             "# The interpreter shims the run used, before the subject's module is imported:\n"
-            f"compat.install({list(shims)!r})\n")
+            f"install_compat({list(shims)!r})\n")

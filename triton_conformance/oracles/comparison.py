@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 
+from triton_conformance.oracles.magnitude import Unavailable
 from triton_conformance.oracles.tolerance import Bound
 
 __all__ = ["Mismatch", "compare"]
@@ -24,11 +25,15 @@ class Mismatch:
     mismatched: int = 0
     total: int = 0
     tolerance: str = ""
+    output: str = ""  # the output's name ("output[1]", "grad x"): findings on different outputs are different
+    magnitudes_unavailable: str = ""  # why the second stage could not judge (the plain bound did)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message, "max_abs_err": self.max_abs_err,
                 "max_rel_err": self.max_rel_err, "first_index": self.first_index,
-                "mismatched": self.mismatched, "total": self.total, "tolerance": self.tolerance}
+                "mismatched": self.mismatched, "total": self.total, "tolerance": self.tolerance,
+                "output": self.output,
+                **({"magnitudes_unavailable": self.magnitudes_unavailable} if self.magnitudes_unavailable else {})}
 
 
 def _first(mask: torch.Tensor) -> tuple[int, ...]:
@@ -41,7 +46,8 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
             magnitude: Callable[[], torch.Tensor | None] | torch.Tensor | None = None) -> Mismatch | None:
     """None if ``actual`` matches ``expected`` (float64) within ``bound``; else a Mismatch.
 
-    NaN positions, and ±inf positions with their signs, must match exactly.
+    NaN positions, and ±inf positions with their signs, must match exactly, the oracle's taken as rounding
+    to ``actual``'s dtype makes them (a finite value past its range is an infinity there).
 
     ``magnitude``: the magnitude of the terms behind each element of ``expected``
     (:mod:`.magnitude`), or a function that computes it.  It is asked for only
@@ -53,17 +59,30 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
     if mismatch is None or mismatch.kind != "mismatch" or bound.per_term <= 0 or magnitude is None:
         return mismatch
     m = magnitude() if callable(magnitude) else magnitude
-    if m is None or tuple(m.shape) != tuple(expected.shape):
-        return mismatch
+    if m is None or isinstance(m, Unavailable) or tuple(m.shape) != tuple(expected.shape):
+        reason = (m.reason if isinstance(m, Unavailable) else "none were traced" if m is None else
+                  f"magnitudes of shape {tuple(m.shape)} for an output of shape {tuple(expected.shape)}")
+        return replace(mismatch, magnitudes_unavailable=reason,
+                       message=f"{mismatch.message}; magnitudes unavailable ({reason}): judged by the plain bound")
     return _compare(actual, expected, bound.conditioned(m), lowp, name)
+
+
+def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``expected`` with each finite value past ``dtype``'s range replaced by the infinity rounding to
+    ``dtype`` makes of it: a correct kernel's fp16 result of -709,961 is -inf."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return expected
+    rounded = expected.to(dtype).to(torch.float64)
+    return torch.where(torch.isfinite(expected) & torch.isinf(rounded), rounded, expected)
 
 
 def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: torch.Tensor | None,
              name: str) -> Mismatch | None:
     if tuple(actual.shape) != tuple(expected.shape):
-        return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}")
+        return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}",
+                        output=name)
     a = actual.detach().to(torch.float64)  # on the kernel's device: a GPU compares large outputs faster
-    e = expected.detach().to(a.device, torch.float64)
+    e = _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype)
     total = a.numel()
     nan_diff = torch.isnan(a) != torch.isnan(e)
     inf_diff = (torch.isinf(a) | torch.isinf(e)) & ~(torch.isnan(a) | torch.isnan(e)) & (a != e)
@@ -73,7 +92,8 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
         return Mismatch("nan-mismatch",
                         f"{name}: NaN/inf positions differ at {int(special.sum())} of {total} elements; "
                         f"first at {idx}: got {a[idx].item()!r}, oracle {e[idx].item()!r}",
-                        first_index=idx, mismatched=int(special.sum()), total=total, tolerance=bound.describe())
+                        first_index=idx, mismatched=int(special.sum()), total=total, tolerance=bound.describe(),
+                        output=name)
     finite = torch.isfinite(e) & torch.isfinite(a)
     err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
     if bound.reference_k is not None and lowp is not None:
@@ -96,5 +116,5 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
         f"got {a[idx].item()!r}, oracle {e[idx].item()!r}; max abs err {err.max().item():.3g}, "
         f"max rel err {rel[finite].max().item():.3g}; tolerance {bound.describe()}",
         max_abs_err=err.max().item(), max_rel_err=rel[finite].max().item(), first_index=idx,
-        mismatched=int(bad.sum()), total=total, tolerance=bound.describe(),
+        mismatched=int(bad.sum()), total=total, tolerance=bound.describe(), output=name,
     )

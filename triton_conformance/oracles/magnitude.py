@@ -27,7 +27,8 @@ So ``m`` is Higham's ``sum |x_i|`` for a sum, ``|A| |B|`` for a product, and
 grows where an intermediate cancels: ``u * m`` is what a kernel that follows
 the oracle's steps in precision ``u`` may be off by.  The rules are in
 :mod:`.magnitude_rules`.  An op with no rule and no decomposition makes the
-whole pass give None: the tolerance then falls back to its plain rule.
+whole pass give :class:`Unavailable`, naming the op: the tolerance then falls
+back to its plain rule, and the finding says why.
 
 The pass costs about two evaluations of the oracle; the judge runs it only
 for an example whose output fails the plain bound.
@@ -36,6 +37,7 @@ for an example whose output fails the plain bound.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
@@ -43,13 +45,26 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from triton_conformance.oracles.magnitude_rules import apply, is_float, quietly_import_decompositions, rule_of
 
-__all__ = ["gradient_magnitudes", "output_magnitudes"]
+__all__ = ["Unavailable", "gradient_magnitudes", "import_before_shims", "output_magnitudes"]
 
 aten = torch.ops.aten
 
 
 class Unsupported(Exception):
     """An op the pass has no rule for."""
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why the magnitudes could not be computed (the plain bound judges alone)."""
+
+    reason: str
+
+
+def _unavailable(exc: Exception) -> Unavailable:
+    if isinstance(exc, Unsupported):
+        return Unavailable(f"no magnitude rule for {exc.args[0]}")
+    return Unavailable(f"the oracle failed under magnitude tracking: {type(exc).__name__}: {exc}"[:300])
 
 
 class _Tracked(torch.Tensor):
@@ -182,6 +197,14 @@ def _decomposition(func) -> Callable[..., Any] | None:
 # -- entry points --------------------------------------------------------------------
 
 
+def import_before_shims() -> None:
+    """What the pass imports lazily, imported now: the interpreter's compat shims, installed after this,
+    must not change what it sees (the jvp decompositions script torch functions as they import)."""
+    quietly_import_decompositions()
+    import torch.func  # noqa: F401
+    import torch.nn.attention  # noqa: F401
+
+
 @contextlib.contextmanager
 def _composable_attention():
     """scaled_dot_product_attention through its math path, so autograd records ops with rules."""
@@ -198,7 +221,7 @@ def _tracked_inputs(inputs: Mapping[str, Any], grads: Sequence[str] = ()) -> dic
     return {n: (_Tracked(v, v.abs(), requires_grad=n in grads) if is_float(v) else v) for n, v in inputs.items()}
 
 
-def _magnitudes_of(outs: Sequence[Any]) -> tuple | None:
+def _magnitudes_of(outs: Sequence[Any]) -> tuple | Unavailable:
     mags = []
     for o in outs:
         if isinstance(o, _Tracked):
@@ -206,26 +229,26 @@ def _magnitudes_of(outs: Sequence[Any]) -> tuple | None:
         elif is_float(o):  # an output that does not depend on any input: a constant
             mags.append(torch.zeros_like(o))
         else:
-            return None
+            return Unavailable(f"the oracle returned a {type(o).__name__} under magnitude tracking, not a tensor")
     return tuple(mags)
 
 
 def output_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any]
-                      ) -> tuple | None:
+                      ) -> tuple | Unavailable:
     """The magnitude of the terms behind each output of ``oracle`` on ``inputs`` (float64 tensors), or
-    None where the oracle uses an op this module has no rule for (or fails under tracking)."""
+    :class:`Unavailable` where the oracle uses an op this module has no rule for (or fails under tracking)."""
     try:
         with _composable_attention(), torch.no_grad():
             out = oracle(**_tracked_inputs(inputs), **scalars)
-    except Exception:  # noqa: BLE001 - no magnitudes: the plain rule judges
-        return None
+    except Exception as exc:  # noqa: BLE001 - no magnitudes: the plain rule judges, and the finding says why
+        return _unavailable(exc)
     return _magnitudes_of(out if isinstance(out, (tuple, list)) else (out,))
 
 
 def gradient_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any],
-                        grads: Sequence[str], grad_output: torch.Tensor) -> tuple | None:
+                        grads: Sequence[str], grad_output: torch.Tensor) -> tuple | Unavailable:
     """The magnitude of the terms behind each gradient (of the oracle's first output, backpropagating
-    ``grad_output``) with respect to ``grads``, or None as :func:`output_magnitudes`."""
+    ``grad_output``) with respect to ``grads``, or :class:`Unavailable` as :func:`output_magnitudes`."""
     try:
         with _composable_attention(), torch.enable_grad():
             tracked = _tracked_inputs(inputs, grads)
@@ -233,7 +256,7 @@ def gradient_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], s
             first = out[0] if isinstance(out, (tuple, list)) else out
             go = _Tracked(grad_output, grad_output.abs())
             got = torch.autograd.grad(first, [tracked[n] for n in grads], grad_outputs=go, allow_unused=True)
-    except Exception:  # noqa: BLE001
-        return None
+    except Exception as exc:  # noqa: BLE001
+        return _unavailable(exc)
     return tuple(None if g is None else g.magnitude if isinstance(g, _Tracked) else torch.zeros_like(g)
                  for g in got)

@@ -70,10 +70,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     device, _ = _option(early_config, "device")
     if device == INTERPRETER:  # the option as given (pytest_configure validates it and resolves auto)
         os.environ["TRITON_INTERPRET"] = "1"
-        from triton_conformance import compat
+        from triton_conformance.conformance.interpreter_layer import install_compat
 
         try:  # the interpreter compatibility layer, before a conftest imports a kernel
-            compat.install(parse_compat(_option(early_config, "compat")[0]))
+            install_compat(parse_compat(_option(early_config, "compat")[0]))
         except ConformanceUsageError as exc:
             raise pytest.UsageError(f"--conformance-compat: {exc}") from None
 
@@ -263,9 +263,9 @@ def pytest_configure(config: pytest.Config) -> None:
         run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
                          where={k: w for k, (_, w) in options.items()})
         if not on_cuda(device):  # 'auto' resolved here; install() is idempotent
-            from triton_conformance import compat
+            from triton_conformance.conformance.interpreter_layer import install_compat
 
-            compat.install(run.compat)
+            install_compat(run.compat)
         if controller:  # HOOK(harness): the environment can run kernels at all, before any cell
             environment = _start_environment_check(config, run, where)
             if environment is not None:

@@ -3,7 +3,8 @@
 A reduction that divides by zero on an empty input fails every cell whose
 search can reach N=0, each shrunk to the same crash at N=0: twelve cells, one
 defect.  The reports list it once, naming its cells.  Two cells found the same
-thing when their subject, outcome, finding kind and shrunk dims are equal; a
+thing when their subject, outcome, finding kind, output (or gradient) and
+shrunk dims are equal; a
 cell without a shrunk counterexample (a timeout, a harness error) is a group
 of its own, since nothing says it is the same as another.
 
@@ -34,13 +35,15 @@ def _shrunk_dims(result: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def finding_key(result: Any) -> tuple | None:
-    """What makes two failing cells one finding: (subject, outcome, finding, shrunk dims); None for a cell
-    with no shrunk dims (it is a finding of its own)."""
+    """What makes two failing cells one finding: (subject, outcome, finding, the output or gradient it is
+    on, shrunk dims); None for a cell with no shrunk dims (it is a finding of its own)."""
     r = _as_dict(result)
     dims = _shrunk_dims(r)
     if dims is None:
         return None
-    return (r.get("subject"), r.get("device"), r.get("outcome"), r.get("finding"),
+    details = r.get("details") or {}
+    on = details.get("output") or details.get("gradient")
+    return (r.get("subject"), r.get("device"), r.get("outcome"), r.get("finding"), on,
             json.dumps(dims, sort_keys=True, default=str))
 
 

@@ -7,6 +7,7 @@ cells' names order them).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Iterable
 
 from triton_conformance.model.cells import Catalogue, cell_id
@@ -19,7 +20,7 @@ from triton_conformance.reports.formats import ReportFormat, register_format
 from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["matrix_lines", "failing_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
-           "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
+           "unavailable_magnitude_lines", "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
 
 SLOWEST = 5  # cells the run's summary names as its slowest
 
@@ -144,8 +145,20 @@ def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue = Catalogue
     lines += performance_lines(results)
     lines += compile_lines(results)  # CUDA only: the interpreter compiles nothing
     lines += failing_lines(results, lambda r: (r["subject"], order[r["cell"]]))
+    lines += unavailable_magnitude_lines(results)
     lines += skip_lines(results)
     return lines
+
+
+def unavailable_magnitude_lines(results: Iterable[Any]) -> list[str]:
+    """``magnitudes unavailable in N cells``, then each reason with its count, the commonest first: cells judged
+    by the plain bound alone because the magnitude pass could not run (none if it always ran)."""
+    reasons = Counter(d["magnitudes_unavailable"] for d in ((_as_dict(r).get("details") or {}) for r in results)
+                      if d.get("magnitudes_unavailable"))
+    if not reasons:
+        return []
+    return ["", f"magnitudes unavailable in {sum(reasons.values())} cells (judged by the plain bound alone):"] + [
+        f"  {n}: {reason}" for reason, n in reasons.most_common()]
 
 
 def _finding_line(group: FindingGroup) -> str:

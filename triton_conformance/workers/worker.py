@@ -79,9 +79,9 @@ def main(argv: list[str]) -> int:
 
     device = select_device(init["device"])  # before any kernel module is imported
     if not on_cuda(device):  # the compat layer, also before kernel modules (None: every shim)
-        from triton_conformance import compat
+        from triton_conformance.conformance.interpreter_layer import install_compat
 
-        compat.install(init.get("compat_shims"))
+        install_compat(init.get("compat_shims"))
 
     from triton_conformance.conformance.harness import escaped_cell
     from triton_conformance.conformance.runner import run_cell

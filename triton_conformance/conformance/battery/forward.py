@@ -99,14 +99,13 @@ def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None 
             if refusal == "unexplained" and not contract.strict:  # any refusal is fine: never computed on
                 return EXAMPLE_REJECTED_UNEXPLAINED
         kind = "unclean-rejection" if outside else "exception"
-        where = "outside" if outside else "inside"
-        return Finding("crash", kind,
-                       f"{type(first.error).__name__} on an input {where} the contract: {first.error}",
+        message = (f"{_outside(expect)}: {type(first.error).__name__} instead of a clean refusal: {first.error}"
+                   if outside else f"{type(first.error).__name__} on an input inside the contract: {first.error}")
+        return Finding("crash", kind, message,
                        {"traceback": exception_text(first.error), "expected": expect.kind,
                         "reasons": list(expect.reasons)})
     if outside and contract.strict:
-        return Finding("wrong", "accepted-out-of-contract",
-                       "returned a result for an input outside the contract (" + "; ".join(expect.reasons) + ")",
+        return Finding("wrong", "accepted-out-of-contract", f"{_outside(expect)}: returned a result, not a refusal",
                        {"reasons": list(expect.reasons)})
     findings: list[Finding] = []
     other = None
@@ -131,7 +130,11 @@ def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None 
     if found is None:
         return (EXAMPLE_UNJUDGED if unjudged else EXAMPLE_ACCEPTED) if outside else EXAMPLE_HONOURED
     if outside:  # the real bug: garbage, or memory misbehaviour, for an input its callers can easily pass
-        reasons = "; ".join(expect.reasons)
-        return Finding(found.outcome, found.kind, f"on an input outside the contract ({reasons}), which the "
-                       f"launcher accepted: {found.message}", {**found.details, "outside_contract": list(expect.reasons)})
+        return Finding(found.outcome, found.kind, f"{_outside(expect)}, accepted by the launcher: {found.message}",
+                       {**found.details, "outside_contract": list(expect.reasons)})
     return found
+
+
+def _outside(expect: Any) -> str:
+    """The first words of a finding on an input outside the contract: that it is, and why."""
+    return f"outside the contract ({'; '.join(expect.reasons)})"

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,8 @@ from triton_conformance.conformance.kinds.large_index.plan import (
     large_index_plan,
 )
 from triton_conformance.conformance.kinds.large_index.tail_grid import OutOfBoundsAccess, tail_programs
-from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.conformance.search.allowance import discarding_out_of_memory, gib, raise_if_out_of_memory
+from triton_conformance.conformance.search.discards import DEVICE_MEMORY, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.config import on_cuda
 from triton_conformance.model.contract import Contract
@@ -315,10 +317,12 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
     widest = max((sizes[n] for n in row_inputs if plan.elements(contract, n) >= LARGE), default=ITEMSIZE[plan.dtype])
     emulate = not backend.on_device if emulate is None else emulate
     rows, fill = plan.rows, plan.fill_rows
+    tensors = len(row_inputs) + (len(row_inputs) if emulate else 1)
+    if not emulate:  # real memory: predict the peak first, and skip what cannot fit
+        _refuse_what_cannot_fit(plan, contract, tensors, largest, widest, device)
     # Room for the inputs and their outputs (one output where the gaps are real memory).
     with discarding_out_of_memory(f"building the large-index example {plan.dims} {plan.dtype}"):
-        arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, widest, device,
-                       reserve=emulate)
+        arena = _Arena(tensors, largest, widest, device, reserve=emulate)
         inputs = _build(contract, plan, device, seed, arena, emulate)
     emulation = tail_programs(cover_from=LARGE) if emulate else contextlib.nullcontext()
     raw, error = None, None
@@ -391,6 +395,37 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
         found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(_tail_block(o, rows, written) for o in outputs),
                               where=f"last {written} rows of ")
     return found if found is not None else "honoured"
+
+
+def available_memory(device: str) -> int:
+    """Bytes free now where ``device``'s tensors live: the GPU's free memory, or the host's MemAvailable."""
+    if on_cuda(device):
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def predicted_peak(plan: LargeIndexPlan, contract: Contract, tensors: int, largest: int, itemsize: int) -> int:
+    """The most bytes the whole-grid example holds at once: the arena (its tensors and the real gaps between
+    them), and where an output is judged whole (a reduction over the rows) the oracle's float64 copy of each
+    row input."""
+    gap = LARGE * itemsize + (1 << 20)
+    arena = tensors * (gap + largest + 4096) + gap
+    oracle = sum(plan.elements(contract, n) * 8 for n in plan.row_inputs(contract)) if plan.reduced else 0
+    return arena + oracle
+
+
+def _refuse_what_cannot_fit(plan: LargeIndexPlan, contract: Contract, tensors: int, largest: int, itemsize: int,
+                            device: str) -> None:
+    """Discard the example (the cell is skipped, saying so) when its predicted peak exceeds the free memory."""
+    need, free = predicted_peak(plan, contract, tensors, largest, itemsize), available_memory(device)
+    if need > free:
+        raise ExampleDiscarded(DEVICE_MEMORY, f"the large-index example {plan.dims} {plan.dtype} would hold about "
+                               f"{gib(need)} at its peak (inputs, outputs, the gaps between them and the oracle's "
+                               f"copies), and {gib(free)} is free on {device}: not run")
 
 
 def _stops_short(holes: Any, state: Any) -> bool:

@@ -13,6 +13,10 @@ Importing this package (and its pytest plugin) imports neither torch nor triton;
 they are loaded when the battery runs.  The package is a leaf every layer
 imports, so it names nothing of the engine: a new cell kind comes from
 :mod:`triton_conformance.conformance.kinds` (``CellKind``, ``register_kind``).
+
+PYTEST_DONT_REWRITE: the package holds no tests, and the ``triton-conformance`` command imports it
+before it starts pytest in the same process, so pytest must not try to rewrite it (it would warn
+"Module already imported so cannot be rewritten" on every run).
 """
 
 from triton_conformance import model

@@ -419,3 +419,27 @@ def test_conformance_cell_selects_cells_and_subjects_and_refuses_unknown_ones(py
                               "subject[[]cell[]] as the terminal prints it, or a subject name; closest: "
                               "first[[]layout:contiguous[]]*"])
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+# -- issue 29 item 7: first-use papercuts ----------------------------------
+
+
+def test_collect_only_counts_the_cells_it_lists(pytester: pytest.Pytester) -> None:
+    """The cells come from no collector: the count must still be theirs, not "no tests collected"."""
+    pytester.makepyfile(toy_subjects=toy("counted"))
+    pytester.makeini("[pytest]\nconformance_modules = toy_subjects\n")
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "--conformance-only", "--collect-only", "-q")
+    listed = [line for line in result.stdout.lines if line.startswith("::counted[")]
+    assert listed and f"{len(listed)} tests collected" in result.stdout.str(), result.stdout.str()
+    assert "no tests collected" not in result.stdout.str()
+
+
+def test_starting_pytest_after_importing_the_package_does_not_warn_about_rewriting(tmp_path) -> None:
+    """The ``triton-conformance`` command imports the package, then runs pytest in the same process."""
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    code = "import triton_conformance, pytest, sys; sys.exit(pytest.main(['-q', '-p', 'no:xdist']))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cannot be rewritten" not in done.stdout + done.stderr

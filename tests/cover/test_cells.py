@@ -121,6 +121,15 @@ def test_skip_reason(contract, cell, reason):
         assert got is None
     else:
         assert got is not None and reason in got
+        assert got.code.startswith(cell.partition(":")[0] + ":"), "a reason code of the cell's own dimension"
+
+
+def test_a_skipped_result_carries_its_reason_code_and_whole_message():
+    from triton_conformance.conformance.runner import run_cell
+
+    result = run_cell(as_subject(PLAIN), "values:nan", backend=Backend())
+    assert result.outcome == "skipped" and result.message == "value class 'nan' not claimed"
+    assert result.details["skip_code"] == "values:not-claimed"
 
 
 def test_untestable_dtypes_skip_with_the_given_reason():

@@ -221,3 +221,15 @@ def test_a_crash_during_the_shrink_is_recorded_with_the_example_that_crashed() -
     assert (result.outcome, result.finding) == ("crash", "process-died"), result.message
     n = result.counterexample.spec["dims"]["N"]
     assert n >= 100 and n not in _crash_in_shrink.DRAWN, n  # the spec that crashed, not the last drawn one
+
+def test_a_worker_that_died_out_of_memory_is_a_discard_not_a_crash() -> None:
+    # issue 29: a torch launcher materialising 2^31-element intermediates; the process died for want of memory.
+    executor = CellExecutor(RunConfig(device="interpreter"))
+    executor._pool = _FakePool(("died", "worker process died (signal SIGABRT); its last output:\nterminate called "
+                                "after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", None))
+    result = executor.run(_subject(), "shape:large-index")
+    assert result.outcome == "skipped" and result.details["skip_code"] == "discard:device-memory", result
+    assert "does not fit the machine's memory" in result.message and "std::bad_alloc" in result.message
+    # Any other death stays the kernel's crash.
+    executor._pool = _FakePool(("died", "worker process died (signal SIGSEGV); its last output:\n", None))
+    assert executor.run(_subject(), "memory").outcome == "crash"

@@ -77,6 +77,36 @@ def test_a_row_dim_bounded_at_2_24_widens_the_inner_dim_within_its_range():
     assert plan.dims["K"] == 2049 and plan.dims["N"] == 33 and plan.params == ("b",)
 
 
+def test_rows_spread_over_two_outer_dims_grow_the_second_once_the_first_is_at_its_maximum():
+    # issue 29: x (B, T, D) with B up to 64 was skipped ("B=32784 rows would be needed"); T can grow too.
+    x = {"x": Tensor(("B", "T", "D"), dtypes=("float16",)), "w": Tensor(("D",), dtypes=("float16",))}
+    plan = large_index_plan(contract(x, {"B": Dim(1, 64), "T": Dim(1, 1 << 20), "D": Dim(1, 4096)}, reduces="D"))
+    assert not isinstance(plan, str), plan
+    assert plan.outer == ("B", "T") and plan.params == ("w",)
+    assert plan.dims["B"] == 64 and plan.dims["D"] == 33 and plan.rows == 64 * plan.dims["T"]
+    assert plan.rows * 33 >= LARGE + EXTRA and (plan.rows - 1) * 33 >= LARGE
+    assert plan.fill_rows <= plan.dims["T"], "the compared rows lie in the last b"
+    # The reduced dim ends the outer dims: a sum over T keeps T in the row.
+    reduced = large_index_plan(contract({"x": Tensor(("B", "T", "D"))},
+                                        {"B": Dim(1, 1 << 26), "T": Dim(1, 64), "D": Dim(1, 64)}, reduces="T"))
+    assert reduced.outer == ("B",) and reduced.dims["T"] == 33
+    # Both outer dims bounded: skipped, naming each range.
+    small = large_index_plan(contract(x, {"B": Dim(1, 64), "T": Dim(1, 64), "D": Dim(1, 1 << 20)}, reduces="D"))
+    assert isinstance(small, str) and small.code == "large-index:rows-out-of-range"
+    assert "B*T=" in small and "outside B in [1, 64] x T in [1, 64]" in small
+
+
+def test_the_last_row_starts_past_two_to_the_31_not_only_the_last_element():
+    # issue 28 item 6: 65535 rows of 32769 hold 2^31 + 32767 elements, but the last starts at 2^31 - 2.
+    wide = {"x": Tensor(("M", "V"), dtypes=("float16",))}
+    plan = large_index_plan(contract(wide, {"M": Dim(1, 65535), "V": Dim(1, 1 << 17)}, reduces="V"))
+    offsets = plan.offsets(contract(wide, {"M": Dim(1, 65535), "V": Dim(1, 1 << 17)}, reduces="V"))
+    assert offsets["last_row_start"] >= LARGE + 1024 and offsets["last_element"] >= LARGE + EXTRA
+    assert plan.dims == {"M": 65534, "V": 32770}
+    # Unbounded rows of 33: the element count already puts the last row start past 2^31.
+    assert large_index_plan(contract(wide, {"M": Dim(1, 1 << 30), "V": Dim(1, 64)})).dims["M"] == 65075387
+
+
 @pytest.mark.parametrize("inputs, dims, kw, reason", [
     (VECTOR, {"N": Dim(0, 1 << 20)}, {}, "at most 1048576 elements per input (< 2^31)"),
     ({"x": Tensor(("M", "N")), "y": Tensor(("N", "M"))}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {},
@@ -84,12 +114,12 @@ def test_a_row_dim_bounded_at_2_24_widens_the_inner_dim_within_its_range():
     ({"x": Tensor(("M", "N"), rows=False)}, {"M": Dim(1, 1 << 32), "N": Dim(1, 8)}, {}, "not row-separable"),
     ({"a": Tensor(("M", "K")), "b": Tensor(("K", "N"))}, {"M": Dim(1, 1 << 10), "K": Dim(1, 1 << 20),
                                                           "N": Dim(1, 1 << 20)}, {},
-     ("M=32769 rows would be needed for 2^31 elements, outside [1, 1024] (inner dims widened within their ranges "
-      "to K=65536: rows of 65536 elements")),
-    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1000), "N": Dim(1, 1 << 30)}, {}, "M=32769 rows would be needed"),
+     ("M=32770 rows would be needed for 2^31 elements and a row start past 2^31, outside [1, 1024] (inner dims "
+      "widened within their ranges to K=65536: rows of 65536 elements")),
+    ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1000), "N": Dim(1, 1 << 30)}, {}, "M=32770 rows would be needed"),
     ({"x": Tensor(("M", "N"))}, {"M": Dim(1, 1 << 24), "N": Dim(1, 128)}, {},  # 2^31 at most, 4099 short
-     ("M=16777249 rows would be needed for 2^31 elements, outside [1, 16777216] (inner dims widened "
-      "within their ranges to N=128: rows of 128 elements")),
+     ("M=16777249 rows would be needed for 2^31 elements and a row start past 2^31, outside [1, 16777216] "
+      "(inner dims widened within their ranges to N=128: rows of 128 elements")),
 ])
 def test_the_cell_is_skipped_with_the_reason(inputs, dims, kw, reason):
     c = contract(inputs, dims, **kw)
@@ -293,6 +323,41 @@ def test_a_row_spread_over_several_programs_gets_more_of_them_not_a_false_unwrit
     assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
 
 
+@triton.jit
+def scale_flat_rows(x_ptr, w_ptr, out_ptr, n_cols, WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(axis=0)  # one program per row of x viewed as (B * T, D)
+    if WIDE:
+        row = row.to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+    tl.store(out_ptr + row * n_cols + cols, (x * w).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def rank3_subject(wide: bool):
+    def launcher(x, w):
+        out = torch.empty_like(x)
+        B, T, D = x.shape
+        scale_flat_rows[(B * T,)](x, w, out, D, WIDE=wide, BLOCK=triton.next_power_of_2(D))
+        return out
+
+    return tc.register(launcher, name=f"cover_li_rank3_{'int64' if wide else 'int32'}_{next(_ids)}",
+                       inputs={"x": Tensor(("B", "T", "D"), dtypes=("float16",)), "w": Tensor(("D",),
+                                                                                           dtypes=("float16",))},
+                       dims={"B": Dim(1, 64), "T": Dim(1, 1 << 22), "D": Dim(1, 64)}, oracle=lambda x, w: x * w)
+
+
+def test_a_rank_3_subject_grows_both_outer_dims_and_is_judged_on_its_last_rows():
+    good = run_cell(rank3_subject(wide=True), "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured", good.message
+    assert "'B': 64, 'T': 1016803" in good.message and "the last rows match the oracle" in good.message
+    assert good.details["offsets"]["last_row_start"] >= LARGE
+    bad = run_cell(rank3_subject(wide=False), "shape:large-index", backend=Backend())
+    assert (bad.outcome, bad.finding) == ("unsafe", "oob-write"), bad.message
+    assert "last row start 2147487903 (2^31 + 4255)" in bad.message
+
+
 def test_an_unwritten_tail_is_reported():
     def skips_the_last_rows(x):
         out = torch.empty_like(x)
@@ -355,6 +420,7 @@ def small_large(monkeypatch):
     for module in (large_index, large_index_plan):  # the plan's sizes, and the arena's
         monkeypatch.setattr(module, "LARGE", 4096)
         monkeypatch.setattr(module, "EXTRA", 5)
+        monkeypatch.setattr(large_index_plan, "ROW_MARGIN", 1)
         monkeypatch.setattr(module, "TAIL_ELEMENTS", 64)
     return large_index
 

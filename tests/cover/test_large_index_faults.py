@@ -172,3 +172,19 @@ def test_an_emulated_loss_per_row_is_compared_on_the_rows_that_ran(convert) -> N
     result = run_cell(wrapped, "shape:large-index", backend=Backend())
     assert (result.outcome, result.finding) == ("unsafe", "poisoned-read"), result.message
     assert result.counterexample["dtypes"] == {"logits": "float16", "target": "int64"}
+
+
+def test_an_example_predicted_past_the_free_memory_is_discarded_before_it_runs(small_large, monkeypatch) -> None:
+    # issue 29: on real tensors the cell predicts its peak (inputs, outputs, gaps, the oracle's copies) and
+    # discards an example that cannot fit, instead of inviting the OOM killer; the runner skips the cell with it.
+    from triton_conformance.conformance.search.discards import ExampleDiscarded
+
+    calls = []
+    subject = _cross_entropy("predicted", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(large_index, "available_memory", lambda device: 1 << 20)
+    with pytest.raises(ExampleDiscarded, match="would hold about .* GiB at its peak") as raised:
+        run_large_index_example(subject, REAL_TENSORS, emulate=False)
+    assert raised.value.reason == "device-memory" and not calls
+    monkeypatch.setattr(large_index, "available_memory", lambda device: 1 << 40)
+    assert run_large_index_example(_cross_entropy("fits", MISBEHAVIOURS["right"][0]), REAL_TENSORS,
+                                   emulate=False) == "honoured"

@@ -109,19 +109,33 @@ def test_failing_cells_are_listed_above_the_matrix_new_bugs_before_known_ones():
 
 # -- skip reasons ------------------------------------------------------------------------------------
 
-def test_skip_reasons_show_on_hover_and_are_counted_by_kind():
-    doc = document([result("k", f"values:{v}", "skipped", message=f"value class {v!r} not claimed")
+LARGE_SKIP = ("B=32784 rows would be needed for 2^31 elements, outside [1, 64] (inner dims widened within their "
+              "ranges to T=2048: rows of 65536 elements, the most the cell builds)")
+
+
+def test_skip_reasons_are_grouped_by_their_code_and_shown_whole():
+    coded = lambda cell, code, message: result("k", cell, "skipped", message=message,  # noqa: E731
+                                                 details={"skip_code": code})
+    doc = document([coded(f"values:{v}", "values:not-claimed", f"value class {v!r} not claimed")
                     for v in ("inf", "nan", "denormal")] + [
+        coded("shape:large-index", "large-index:rows-out-of-range", LARGE_SKIP),
+        # Written before results carried codes: grouped by its cell's dimension.
         result("k", "dtype:bfloat16", "skipped", message="not testable here: this interpreter computes bf16 on "
                                                           "raw bit patterns (1 + 0.5 gave 8.5e+37)"),
         result("k", "memory", "honoured")])
     page = parse(render_html(doc))
     skips = [li.text() for li in page.find("ul", cls="skips").find_all("li")]
-    assert skips == ["3 skipped: value class not claimed", "1 skipped: not testable here"]
+    assert skips == ["3 skipped (values:not-claimed), e.g.: value class 'inf' not claimed",
+                     "1 skipped (dtype:other): not testable here: this interpreter computes bf16 on raw bit "
+                     "patterns (1 + 0.5 gave 8.5e+37)",
+                     f"1 skipped (large-index:rows-out-of-range): {LARGE_SKIP}"]
     title = cell_of(page, "k", "values:nan").find("a").attrs["title"]
     assert title == "k[values:nan]: skipped: value class 'nan' not claimed"
     lines = matrix_lines([CellResult.from_dict(r) for r in doc["results"]])
-    assert lines[-3:] == ["skipped cells (4):", "  3 skipped: value class not claimed", "  1 skipped: not testable here"]
+    assert lines[-4:] == ["skipped cells (5):", "  3 skipped (values:not-claimed), e.g.: value class 'inf' not claimed",
+                          "  1 skipped (dtype:other): not testable here: this interpreter computes bf16 on raw bit "
+                          "patterns (1 + 0.5 gave 8.5e+37)",
+                          f"  1 skipped (large-index:rows-out-of-range): {LARGE_SKIP}"]
 
 
 # -- plots -------------------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ BUGS = [
     ("zoo_softmax_persistent_wide_int32", "shape:large-index", "unsafe", "oob-write"),
     # A reduction over the middle dim on a (rows, 5 tiles) grid: the wrapped loads are masked off, recorded.
     ("zoo_sum_middle_tiles_int32", "shape:large-index", "unsafe", "poisoned-read"),
+    # Rows of ~32k on a grid capped at 65535: only a row start passes 2^31, every element offset in a row is int64.
+    ("zoo_log_softmax_row_start_int32", "shape:large-index", "unsafe", "oob-write"),
 ]
 
 
@@ -301,3 +303,62 @@ def zoo_sum_middle_tiles(x):
 def zoo_sum_middle_tiles_int32(x):
     """Bug: int32 row offsets."""
     return _sum_middle(x, False, "zoo_sum_middle_tiles_int32")
+
+
+# -- a row start past 2^31, elements within a row in 64 bits: the cross-entropy bug of Liger #804 / #1483 -----
+# The rows are capped at 65535 (a CUDA grid's y limit), so each row is ~32k wide.  Filled to just past 2^31
+# elements, 65535 rows of 32769 start their last at 2^31 - 2: no row start wraps there.  The cell starts a row
+# past 2^31 (65534 rows of 32770), where ``row * stride_row`` in int32 wraps.
+
+LOG_SOFTMAX_WIDE_ROWS = dict(
+    family="log_softmax_wide_rows",
+    inputs={"x": Tensor(("M", "V"), dtypes=("float16", "float32"))},
+    dims={"M": Dim(1, 65535), "V": Dim(1, 1 << 17)},
+    oracle=lambda x: torch.log_softmax(x, dim=-1),
+    reduces="V",
+)
+
+
+@triton.jit
+def log_softmax_rows_kernel(
+    out_ptr,  # *Pointer* to the output (M, V)
+    x_ptr,  # *Pointer* to the logits (M, V)
+    stride_row,  # Elements between two rows
+    V,  # Columns
+    BLOCK: tl.constexpr,  # Columns per program, a power of two >= V
+    WIDE: tl.constexpr,  # 64-bit row starts (the fix)
+):
+    row = tl.program_id(axis=0)
+    if WIDE:
+        row = row.to(tl.int64)
+    cols = tl.arange(0, BLOCK).to(tl.int64)  # offsets within a row: 64-bit either way
+    mask = cols < V
+    start = row * stride_row  # int32 unless WIDE: wraps once a row starts past 2^31
+    x = tl.load(x_ptr + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    shifted = x - tl.max(x, axis=0)
+    out = shifted - tl.log(tl.sum(tl.exp(shifted), axis=0))
+    tl.store(out_ptr + start + cols, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _log_softmax_rows(x, wide, name):
+    if x.dim() != 2 or not x.is_contiguous() or x.dtype not in (torch.float16, torch.float32):
+        raise ValueError(f"{name}: a contiguous (M, V) float16/float32 tensor expected")
+    M, V = x.shape
+    if not (1 <= M <= 65535 and 1 <= V <= 1 << 17):
+        raise ValueError(f"{name}: 1 <= M <= 65535 and 1 <= V <= 2^17 expected, got M={M}, V={V}")
+    out = torch.empty_like(x)
+    log_softmax_rows_kernel[(M,)](out, x, x.stride(0), V, BLOCK=triton.next_power_of_2(V), WIDE=wide)
+    return out
+
+
+@subject(**LOG_SOFTMAX_WIDE_ROWS, name="zoo_log_softmax_row_start")
+def zoo_log_softmax_row_start(x):
+    """Correct: 64-bit row starts."""
+    return _log_softmax_rows(x, True, "zoo_log_softmax_row_start")
+
+
+@subject(**LOG_SOFTMAX_WIDE_ROWS, name="zoo_log_softmax_row_start_int32",
+         xfail="row * stride_row is int32: a row starting past 2^31 is read and stored 4 GiB before its tensor")
+def zoo_log_softmax_row_start_int32(x):
+    """Bug: int32 row starts only (element offsets within a row are int64)."""
+    return _log_softmax_rows(x, False, "zoo_log_softmax_row_start_int32")

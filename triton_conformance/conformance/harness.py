@@ -106,7 +106,7 @@ def escaped_cell(subject: Subject, cell: str, exc: Exception, backend: Any = Non
     try:
         return escaped(subject, cell, exc, backend)
     except OutOfMemory as oom:
-        return skipped(subject, cell, f"{oom.skips}: {oom}")
+        return skipped(subject, cell, f"{oom.skips}: {oom}", code=f"discard:{oom.reason}")
 
 
 def harness_error(subject: Subject | None, cell: str, exc: BaseException, *, where: str = "while running this cell",

@@ -14,7 +14,7 @@ from typing import Any
 
 from triton_conformance.conformance.prelude import compat_prelude
 from triton_conformance.model.cells import cell_id
-from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, TensorView
+from triton_conformance.model.outcomes import SKIP_CODE, CellResult, Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for
 from triton_conformance.model.subject import Subject
 
@@ -26,9 +26,15 @@ def cell_result(subject: Subject | str, cell: str, outcome: str, message: str = 
     return CellResult.of(subject, cell, outcome, message, **fields)
 
 
-def skipped(subject: Subject, cell: str, reason: str, **fields: Any) -> CellResult:
-    """The cell does not apply, or cannot run here; ``reason`` says why."""
-    return cell_result(subject, cell, "skipped", reason, **fields)
+def skipped(subject: Subject, cell: str, reason: str, *, code: str | None = None, **fields: Any) -> CellResult:
+    """The cell does not apply, or cannot run here; ``reason`` says why.
+
+    ``code`` (default: a :class:`SkipReason`'s own, else the cell's dimension and ``other``) names
+    the kind of reason in the result's details, which reports group skipped cells by.
+    """
+    code = code or getattr(reason, "code", None) or f"{cell.partition(':')[0]}:other"
+    details = {**(fields.pop("details", None) or {}), SKIP_CODE: code}
+    return cell_result(subject, cell, "skipped", str(reason), details=details, **fields)
 
 
 def failed(subject: Subject, cell: str, finding: Finding, *, counterexample: Counterexample | None = None,

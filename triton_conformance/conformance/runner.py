@@ -103,7 +103,7 @@ def run_cell(
                 with subject_scopes(context):
                     result = run_kind(kind.run, context, value)  # an exception that escapes the kind: its judge
             except ExampleDiscarded as exc:  # an unsearched cell whose one example a budget could not pay for
-                result = skipped(subject, cell, f"{exc.skips}: {exc}")
+                result = skipped(subject, cell, f"{exc.skips}: {exc}", code=f"discard:{exc.reason}")
             except OracleError as exc:
                 result = cell_result(subject, cell, "oracle-error", str(exc), finding="oracle-raised",
                                      details={"traceback": exc.traceback})

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["Outcome", "OUTCOME_TABLE", "OUTCOMES", "PASSING", "FAILING", "outcome", "Finding", "TensorView",
-           "Counterexample", "CellResult", "worst", "compile_error_kind", "cuda_poison_kind"]
+           "Counterexample", "CellResult", "worst", "compile_error_kind", "cuda_poison_kind", "SkipReason",
+           "SKIP_CODE"]
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,34 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+SKIP_CODE = "skip_code"  # the key of a skipped result's reason code in its details
+
+
+class SkipReason(str):
+    """Why a cell is skipped: the message, carrying ``code``, a stable name for the kind of reason.
+
+    A ``str``, so a ``skip_reason`` may return one wherever a message is expected; reports
+    group skipped cells by the code (kept in the result's details under :data:`SKIP_CODE`),
+    never by the message's words.
+    """
+
+    code: str
+
+    def __new__(cls, message: str, *, code: str) -> "SkipReason":
+        if not code:
+            raise ValueError(f"code={code!r}, expected a non-empty reason code")
+        self = super().__new__(cls, message)
+        self.code = code
+        return self
+
+    def __reduce__(self):  # noqa: ANN204 - pickled with its code (results cross the worker's pipe as dicts)
+        return (_skip_reason, (str(self), self.code))
+
+
+def _skip_reason(message: str, code: str) -> SkipReason:
+    return SkipReason(message, code=code)
 
 
 def worst(findings: list[Finding]) -> Finding | None:

@@ -209,6 +209,9 @@ class ConformanceSession:
             for cell in cells_for(subject):
                 ours.append(ConformanceItem.from_parent(
                     session, name=cell_id(subject.name, cell), subject=subject, cell=cell, owner=self))
+        # Our items come from no collector: report them as collected, so that the terminal counts them
+        # ("321 tests collected", not "no tests collected" under --collect-only).
+        session.ihook.pytest_collectreport(report=pytest.CollectReport(session.nodeid, "passed", None, ours))
         kept = [item for item in ours if self._wanted(item.name) and self._in_shard(item.name)]
         if len(kept) < len(ours):
             keep = {id(item) for item in kept}

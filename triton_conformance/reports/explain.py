@@ -9,13 +9,12 @@ documents as read from JSON, no torch.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Iterable
 
-from triton_conformance.model.outcomes import FAILING, OUTCOME_TABLE
+from triton_conformance.model.outcomes import FAILING, OUTCOME_TABLE, SKIP_CODE
 
 __all__ = ["LETTERS", "COLOURS", "CHECKED_PASSING", "KERNEL_FAULTS", "legend_line", "text_colour", "finding_text",
-           "incidental_note", "skip_pattern", "skip_groups", "first_failure", "informative"]
+           "incidental_note", "skip_code", "skip_groups", "skip_example", "first_failure", "informative"]
 
 LETTERS = {o.name: o.letter for o in OUTCOME_TABLE}
 COLOURS = {o.name: o.colour for o in OUTCOME_TABLE}
@@ -167,28 +166,26 @@ def incidental_note(r: dict[str, Any]) -> str | None:
 
 # -- skip reasons -----------------------------------------------------------------------------------
 
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
-_PARENS = re.compile(r"\([^()]*\)")
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d_.]*(?:e[-+]?\d+)?(?:\^\d+)?(?![\w])", re.I)
-
-
-def skip_pattern(message: str) -> str:
-    """A skip message with its particulars taken out: "value class 'nan' not claimed" -> "value class not claimed"."""
-    head = (message or "").split(": ", 1)[0]
-    head = _QUOTED.sub("", head)
-    while _PARENS.search(head):
-        head = _PARENS.sub("", head)
-    head = _NUMBER.sub("N", head)
-    return re.sub(r"\s+", " ", head).strip(" ;,.") or "no reason given"
+def skip_code(r: dict[str, Any]) -> str:
+    """A skipped result's reason code (its details' ``skip_code``); one written before results carried codes
+    gets its cell's dimension and ``other``, as :func:`~triton_conformance.conformance.results.skipped` gives."""
+    code = (r.get("details") or {}).get(SKIP_CODE)
+    return code if isinstance(code, str) and code else f"{str(r.get('cell') or '').partition(':')[0]}:other"
 
 
 def skip_groups(results: Iterable[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Skipped cells grouped by :func:`skip_pattern` of their message, the largest group first."""
+    """Skipped cells grouped by :func:`skip_code`, the largest group first (each keeps its results, whose
+    messages are shown as they are: one as the group's example)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         if r.get("outcome") == "skipped":
-            groups.setdefault(skip_pattern(r.get("message") or ""), []).append(r)
+            groups.setdefault(skip_code(r), []).append(r)
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def skip_example(group: list[dict[str, Any]]) -> str:
+    """The message of a group's first skipped cell, whole: the group's example."""
+    return next((r.get("message") for r in group if r.get("message")), "") or "no reason given"
 
 
 # -- series -----------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from triton_conformance.reports.explain import (
     LETTERS,
     finding_text,
     incidental_note,
+    skip_example,
     skip_groups,
     text_colour,
 )
@@ -70,13 +71,14 @@ def _summary(results: list[dict[str, Any]], subjects: int, devices: int = 1) -> 
 
 
 def _skips(results: list[dict[str, Any]]) -> str:
-    """Skipped cells counted by kind of reason: "57 skipped: value class not claimed"."""
+    """Skipped cells counted by kind of reason (its code), each with one real message:
+    "57 skipped (values:not-claimed), e.g.: value class 'nan' not claimed"."""
     items = []
-    for pattern, group in skip_groups(results):
+    for code, group in skip_groups(results):
         messages = list(dict.fromkeys(r.get("message") or "" for r in group))
         tip = "\n".join(messages[:6]) + (f"\n\u2026 and {len(messages) - 6} more" if len(messages) > 6 else "")
-        items.append(f'<li title="{esc(tip)}" data-skip-count="{len(group)}"><strong>{len(group)} skipped:</strong> '
-                     f'{esc(pattern)}</li>')
+        items.append(f'<li title="{esc(tip)}" data-skip-count="{len(group)}"><strong>{len(group)} skipped</strong> '
+                     f'({esc(code)}){", e.g." if len(group) > 1 else ""}: {esc(skip_example(group))}</li>')
     return f'<ul class="skips">{"".join(items)}</ul>' if items else ""
 
 

@@ -14,7 +14,7 @@ from triton_conformance.model.cells import Catalogue, cell_id
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.performance import figures_line
 from triton_conformance.reports.combine import cell_device, devices_of, divergence_line, divergences, is_cross_device
-from triton_conformance.reports.explain import KERNEL_FAULTS, LETTERS, legend_line, skip_groups
+from triton_conformance.reports.explain import KERNEL_FAULTS, LETTERS, legend_line, skip_example, skip_groups
 from triton_conformance.reports.findings import FindingGroup, finding_groups
 from triton_conformance.reports.formats import ReportFormat, register_format
 from triton_conformance.reports.results_json import catalogue_of
@@ -67,12 +67,15 @@ def compile_lines(results: Iterable[Any]) -> list[str]:
 
 
 def skip_lines(results: Iterable[CellResult]) -> list[str]:
-    """``N skipped: reason`` for each kind of skip reason, the commonest first (none if nothing was skipped)."""
-    groups = skip_groups({"outcome": r.outcome, "message": r.message} for r in results)
+    """``N skipped (code), e.g. message`` for each kind of skip reason (its code), the commonest first, with one
+    real message of the group (none if nothing was skipped)."""
+    groups = skip_groups({"outcome": r.outcome, "cell": r.cell, "message": r.message, "details": r.details}
+                         for r in results)
     if not groups:
         return []
     total = sum(len(g) for _, g in groups)
-    return ["", f"skipped cells ({total}):"] + [f"  {len(g)} skipped: {pattern}" for pattern, g in groups]
+    return ["", f"skipped cells ({total}):"] + [
+        f"  {len(g)} skipped ({code}){', e.g.' if len(g) > 1 else ''}: {skip_example(g)}" for code, g in groups]
 
 
 def slowest_lines(results: Iterable[Any], n: int = SLOWEST) -> list[str]:

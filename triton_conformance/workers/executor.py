@@ -26,7 +26,7 @@ from triton_conformance.workers.sanitizer import SANITIZER_ENV, fold_into
 # The engine (conformance/) is imported where a cell runs in this process: it loads triton, which must
 # come after the plugin has resolved the device and installed the compat layer.
 
-__all__ = ["CellExecutor", "RETIRE_AFTER", "classify"]
+__all__ = ["CellExecutor", "RETIRE_AFTER", "classify", "memory_death"]
 
 # Outcomes after which a worker is replaced: its heap, CUDA context or patched state is suspect.
 RETIRE_AFTER = ("unsafe", "crash", "timeout", "harness-error")
@@ -49,6 +49,19 @@ def classify(result: CellResult) -> CellResult:
     if poison is not None:
         return replace(result, finding=poison, details=dict(result.details, raised_as=result.finding))
     return result
+
+
+# What a process that died for want of memory leaves on its stderr (glibc, the C++ runtime, CPython, torch).
+_MEMORY_DEATHS = ("std::bad_alloc", "MemoryError", "Cannot allocate memory", "DefaultCPUAllocator: can't allocate",
+                  "CUDA out of memory", "out of memory")
+
+
+def memory_death(text: str) -> str | None:
+    """The line of a dead worker's output that says it ran out of memory, or None."""
+    for line in reversed(text.splitlines()):
+        if any(sign in line for sign in _MEMORY_DEATHS):
+            return line.strip()
+    return None
 
 
 def _worker_error(subject: Subject, cell: str, traceback: str) -> CellResult:
@@ -128,6 +141,15 @@ class CellExecutor:
             return self._lost_cell(subject, cell, finding, last_spec)
         if status == "error":  # the worker's own code raised around the cell: ours, not the kernel's
             return _worker_error(subject, cell, str(value))
+        why = memory_death(str(value)) if status == "died" else None
+        if why is not None:  # the machine's limit, never a verdict on the kernel
+            from triton_conformance.conformance.search.discards import DEVICE_MEMORY, REASONS
+
+            return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="skipped",
+                              message=f"{REASONS[DEVICE_MEMORY].skips}: the worker process died out of memory "
+                                      f"({why})", expected_failure=subject.xfail,
+                              details={"skip_code": f"discard:{DEVICE_MEMORY}", REASONS[DEVICE_MEMORY].detail: 1,
+                                       "example": last_spec})
         outcome, kind = {"died": ("crash", "process-died"), "timeout": ("timeout", "timeout")}[status]
         return self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
 

@@ -25,11 +25,11 @@ from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.cells import Catalogue, Dimension, split_cell
 from triton_conformance.model.config import RunConfig
-from triton_conformance.model.outcomes import CellResult, Finding
+from triton_conformance.model.outcomes import CellResult, Finding, SkipReason
 from triton_conformance.model.subject import Subject
 
 __all__ = ["CellKind", "CellContext", "register_kind", "unregister_kind", "registered_kinds", "kind_of",
-           "cells_for", "catalogue", "judge_for", "subject_scopes"]
+           "cells_for", "catalogue", "judge_for", "subject_scopes", "untestable"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,12 @@ class CellContext:
     policy: SearchPolicy
     allowance: Allowance
     observer: Observer = NO_OBSERVER
+
+
+def untestable(backend: Any, dtype: str) -> SkipReason | None:
+    """Why ``backend`` cannot be trusted in ``dtype`` (bf16 on a broken interpreter), or None."""
+    reason = backend.untestable.get(dtype) if backend is not None else None
+    return None if reason is None else SkipReason(reason, code="backend:untestable-dtype")
 
 
 class CellKind:

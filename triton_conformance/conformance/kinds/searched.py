@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from triton_conformance.conformance.battery.runners import ForwardExamples
-from triton_conformance.conformance.kinds.base import CellContext, CellKind
+from triton_conformance.conformance.kinds.base import CellContext, CellKind, untestable
 from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES
-from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult, SkipReason
 from triton_conformance.model.spec import Spec, layout_applies
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.specs import in_shape_class, is_bounded, specs
@@ -85,11 +85,11 @@ class LayoutCells(SearchedKind):
         ranks = [len(s.shape) for s in contract.inputs.values()]
         if value == "mixed":
             if not any(s.layouts == "any" for s in contract.inputs.values()):
-                return "no input claims arbitrary layouts"
+                return SkipReason("no input claims arbitrary layouts", code="layout:no-any-layout")
         elif not any(layout_applies(value, r) for r in ranks):
-            return f"layout {value!r} needs an input of rank >= 2"
+            return SkipReason(f"layout {value!r} needs an input of rank >= 2", code="layout:rank")
         if value == "size1" and not any(d.min <= 1 <= d.max for d in contract.dims.values()):
-            return "no dim admits size 1"
+            return SkipReason("no dim admits size 1", code="layout:no-size-1")
         return None
 
     def spec_options(self, value: str) -> dict[str, Any]:
@@ -108,7 +108,7 @@ class DtypeCells(SearchedKind):
         return tuple(contract.inputs[contract.tensor_names[0]].dtypes)
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
-        return backend.untestable.get(value)
+        return untestable(backend, value)
 
     def spec_options(self, value: str) -> dict[str, Any]:
         return {"dtype": value}
@@ -127,9 +127,9 @@ class ShapeCells(SearchedKind):
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract
         if value == "beyond-block" and max(d.max for d in contract.dims.values()) < 64:
-            return "no dim can exceed a block"
+            return SkipReason("no dim can exceed a block", code="shape:within-a-block")
         if value == "beyond-range" and not any(is_bounded(d) for d in contract.dims.values()):
-            return "every dim range is unbounded in practice"
+            return SkipReason("every dim range is unbounded in practice", code="shape:unbounded")
         return None
 
     def spec_options(self, value: str) -> dict[str, Any]:
@@ -159,8 +159,9 @@ class ValueCells(SearchedKind):
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract
         if value == "extreme":
-            return None if contract.ranged else "no input declares a value_range"
-        return None if value in contract.values else f"value class {value!r} not claimed"
+            return None if contract.ranged else SkipReason("no input declares a value_range", code="values:no-range")
+        return None if value in contract.values else SkipReason(f"value class {value!r} not claimed",
+                                                                 code="values:not-claimed")
 
     def spec_options(self, value: str) -> dict[str, Any]:
         return {"values": value}
@@ -202,5 +203,7 @@ class DeterminismCell(SearchedKind):
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract
         if contract.model is not None:
-            return "stochastic subject: its stochastic:reproducibility cell checks the seed"
-        return None if contract.deterministic else "subject does not claim determinism"
+            return SkipReason("stochastic subject: its stochastic:reproducibility cell checks the seed",
+                              code="determinism:stochastic")
+        return None if contract.deterministic else SkipReason("subject does not claim determinism",
+                                                                   code="determinism:not-claimed")

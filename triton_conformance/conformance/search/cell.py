@@ -115,10 +115,12 @@ def _assembled(context: Any, runner: ExampleRunner, outcome: SearchOutcome, firs
                       f"{discards[OVER_MEMORY]} discarded unrun")
         else:
             reason = "every draw was discarded before this cell ran an example: " + ", ".join(_discard_words(context))
-        return skipped(subject, cell, reason, details=budget_details)
+        return skipped(subject, cell, reason, details=budget_details,
+                       code="discard:" + ("+".join(sorted(discards))))
     if examples == 0 and outcome.not_run:
         return skipped(subject, cell, "no example inside the contract could run: " + ", ".join(
-            f"{n} draws {why}" for why, n in outcome.not_run.items()), details={"not_run": dict(outcome.not_run)})
+            f"{n} draws {why}" for why, n in outcome.not_run.items()), details={"not_run": dict(outcome.not_run)},
+            code="search:none-could-run")
     # Inputs outside the contract were drawn: each was refused, or computed right.
     unexplained, accepted, unjudged = (counts[EXAMPLE_REJECTED_UNEXPLAINED], counts[EXAMPLE_ACCEPTED],
                                        counts[EXAMPLE_UNJUDGED])

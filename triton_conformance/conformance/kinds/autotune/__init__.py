@@ -44,7 +44,7 @@ from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES
-from triton_conformance.model.outcomes import CellResult, Finding
+from triton_conformance.model.outcomes import CellResult, Finding, SkipReason
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.specs import in_shape_class, specs
 
@@ -77,9 +77,9 @@ class AutotuneCells(CellKind):
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         tuners = tuners_for(subject)
         if not tuners:
-            return "the launcher runs no @triton.autotune kernel"
+            return SkipReason("the launcher runs no @triton.autotune kernel", code="autotune:no-tuner")
         if value.startswith("config") and int(value[6:]) >= max(len(t.configs) for t in tuners):
-            return f"no autotuned kernel declares a config #{value[6:]}"
+            return SkipReason(f"no autotuned kernel declares a config #{value[6:]}", code="autotune:no-such-config")
         return None
 
     # -- what every cell of a subject with tuners needs --------------------------------------------------
@@ -149,7 +149,8 @@ class AutotuneCells(CellKind):
                 unrun = _never_launched(tuning, int(value[6:]))
                 if unrun and len(unrun) == sum(int(value[6:]) < len(t.configs) for t in tuning.tuners):
                     return skipped(context.subject, context.cell, f"{what}: never launched: no draw reached "
-                                   f"{', '.join(unrun)} (the launcher ran another kernel)", details=details)
+                                   f"{', '.join(unrun)} (the launcher ran another kernel)", details=details,
+                                   code="autotune:never-launched")
                 if unrun:
                     message += f" ({', '.join(unrun)} never launched: no draw reached it)"
             return dataclasses.replace(result, message=message, details=details)

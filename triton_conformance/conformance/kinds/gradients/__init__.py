@@ -34,12 +34,12 @@ from hypothesis import strategies as st
 
 from triton_conformance.conformance.battery.backward import GRAD_OUTPUT
 from triton_conformance.conformance.battery.runners import BackwardExamples
-from triton_conformance.conformance.kinds.base import CellContext, CellKind
+from triton_conformance.conformance.kinds.base import CellContext, CellKind, untestable
 from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES
-from triton_conformance.model.outcomes import CellResult
+from triton_conformance.model.outcomes import CellResult, SkipReason
 from triton_conformance.model.spec import Layout, Spec
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.layouts import layouts
@@ -138,22 +138,25 @@ class GradientCells(CellKind):
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract
         if contract.backward is None:
-            return "the subject declares no backward"
+            return SkipReason("the subject declares no backward", code="gradients:no-backward")
         kind, _, arg = value.partition(":")
         if value == "determinism" and not contract.backward.deterministic:
-            return "the backward is declared nondeterministic (Backward(deterministic=False): atomics in dW)"
+            return SkipReason("the backward is declared nondeterministic (Backward(deterministic=False): atomics "
+                              "in dW)", code="gradients:nondeterministic")
         if kind == "layout" and arg in ("transposed", "padded") and not _rank2(subject):
-            return f"grad_output layout {arg!r} needs an output of rank >= 2"
+            return SkipReason(f"grad_output layout {arg!r} needs an output of rank >= 2", code="gradients:rank")
         if value == "shape:beyond-block" and max(d.max for d in contract.dims.values()) < 64:
-            return "no dim can exceed a block"
+            return SkipReason("no dim can exceed a block", code="shape:within-a-block")
         if kind == "values":
             if arg == "extreme":
-                return None if contract.ranged else "no input declares a value_range"
-            return None if arg in contract.values else f"value class {arg!r} not claimed"
+                return None if contract.ranged else SkipReason("no input declares a value_range",
+                                                               code="values:no-range")
+            return None if arg in contract.values else SkipReason(f"value class {arg!r} not claimed",
+                                                                   code="values:not-claimed")
         if kind == "dtype":
             if arg not in contract.float_dtypes():
-                return f"no input claims {arg}"
-            return backend.untestable.get(arg) if backend is not None else None
+                return SkipReason(f"no input claims {arg}", code="dtype:not-claimed")
+            return untestable(backend, arg)
         return None
 
     def examples(self, context: CellContext, value: str) -> BackwardExamples:

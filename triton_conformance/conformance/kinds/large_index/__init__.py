@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance.conformance.kinds.base import CellContext, CellKind
+from triton_conformance.conformance.kinds.base import CellContext, CellKind, untestable
 from triton_conformance.conformance.kinds.large_index.example import (
+    LARGE,
     ExampleReport,
     input_dtype,
     large_index_plan,
@@ -31,7 +32,7 @@ class LargeIndexCell(CellKind):
         plan = large_index_plan(subject.contract)
         if isinstance(plan, str):
             return plan
-        return backend.untestable.get(plan.dtype)
+        return untestable(backend, plan.dtype)
 
     def replay(self, context: CellContext, value: str, example: Any, *, report: ExampleReport | None = None
                ) -> Finding | str:
@@ -45,20 +46,31 @@ class LargeIndexCell(CellKind):
         try:
             verdict = self.replay(context, value, None, report=report)
         except NotImplementedError as exc:  # an interpreter without the hooks the emulation needs
-            return skipped(subject, context.cell, str(exc))
+            return skipped(subject, context.cell, str(exc), code="large-index:no-emulation-hooks")
         where = "real tensors" if backend.on_device else "emulated: lazy tensors, last programs of the grid"
         where = "; ".join([where] + report.notes)
+        offsets = plan.offsets(subject.contract)
+        reached = (f"offsets reached in {offsets['input']!r}: element {_past(offsets['last_element'])}, "
+                   f"last row start {_past(offsets['last_row_start'])}")
         if isinstance(verdict, Finding):
             example = {"dims": plan.dims, "dtypes": {n: input_dtype(subject.contract, plan, n)
                                                      for n in subject.contract.inputs},
                        "scalars": plan.scalars, "compared_rows": plan.fill_rows}
-            return failed(subject, context.cell, verdict, message=f"{verdict.message} [{where}]",
+            return failed(subject, context.cell, verdict, message=f"{verdict.message} [{where}; {reached}]",
+                          details={**verdict.details, "offsets": offsets},
                           counterexample=Counterexample(example), examples=1,
                           reproducer=reproducer(subject, context.cell, backend, None, verdict))
         elements = max(plan.elements(subject.contract, n) for n in subject.contract.inputs)
         checked = "the last rows match the oracle" if report.value_compared else "no address outside the tensors"
         params = f", parameters {list(plan.params)} whole" if plan.params else ""
+        details = {"offsets": offsets}
+        if report.notes:
+            details.update(value_compared=report.value_compared, notes=report.notes)
         return cell_result(subject, context.cell, "honoured", f"{plan.dims} {plan.dtype} ({elements} elements"
-                           f"{params}, {where}): {checked}", examples=1,
-                           details={"value_compared": report.value_compared, "notes": report.notes}
-                           if report.notes else {})
+                           f"{params}, {where}; {reached}): {checked}", examples=1, details=details)
+
+
+def _past(offset: int) -> str:
+    """``2147487746 (2^31 + 4098)``: an offset and where it lies against 2^31."""
+    delta = offset - LARGE
+    return f"{offset} (2^31 {'+' if delta >= 0 else '-'} {abs(delta)})"

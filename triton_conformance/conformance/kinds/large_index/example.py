@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,8 @@ from triton_conformance.conformance.kinds.large_index.plan import (
     large_index_plan,
 )
 from triton_conformance.conformance.kinds.large_index.tail_grid import OutOfBoundsAccess, tail_programs
-from triton_conformance.conformance.search.allowance import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.conformance.search.allowance import discarding_out_of_memory, gib, raise_if_out_of_memory
+from triton_conformance.conformance.search.discards import DEVICE_MEMORY, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.config import on_cuda
 from triton_conformance.model.contract import Contract
@@ -155,26 +157,54 @@ class _Arena:
         return None
 
 
-def _tail_server(rows_of: dict[int, int], arena: _Arena | None = None, served: list | None = None):
+def _row_split(shape: tuple[int, ...], rows: int) -> int | None:
+    """How many leading dims of ``shape`` multiply to ``rows`` (the outer dims, or them flattened), or None."""
+    product = 1
+    for i, n in enumerate(shape):
+        product *= n
+        if product == rows:
+            return i + 1
+        if product > rows:
+            return None
+    return None
+
+
+def as_rows(t: Any, rows: int) -> Any:
+    """``t`` seen as ``(rows, *inner)``, its outer dims flattened (a view where ``t`` is contiguous), or None."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    split = _row_split(tuple(t.shape), rows)
+    return None if split is None else t.reshape(rows, *t.shape[split:])
+
+
+def _tail_block(t: Any, rows: int, count: int) -> Any:
+    """The last ``count`` rows of ``t`` in its own rank: 1 in every outer dim but the last, which holds ``count``
+    (they lie within the last index of those dims: the plan's fill rows do)."""
+    split = _row_split(tuple(t.shape), rows)
+    return as_rows(t, rows)[-count:].reshape(*(1,) * (split - 1), count, *t.shape[split:])
+
+
+def _tail_server(rows: int, fill: int, arena: _Arena | None = None, served: list | None = None):
     """An allocation server (:mod:`.allocations`): every ``torch.empty``-style allocation that is huge or
-    leads with the rows gets poison in its last rows (so an unwritten row shows), and nothing else;
-    with an ``arena``, huge ones are carved from it.  ``served`` (a list) receives each one that leads
-    with the rows, to tell which rows the programs wrote (a launcher may return a converted copy)."""
+    leads with the rows (the outer dims, or their product) gets poison in its last ``fill`` rows (so an
+    unwritten row shows), and nothing else; with an ``arena``, huge ones are carved from it.  ``served``
+    (a list) receives each one that leads with the rows, to tell which rows the programs wrote (a
+    launcher may return a converted copy)."""
     def serve(request):  # noqa: ANN001, ANN202 - an allocations.Request; a tensor or None
         meta = request.meta
-        huge, rows = meta.numel() >= LARGE, (meta.shape[0] if meta.dim() else 1)
-        if request.zero or not (huge or rows in rows_of):
+        huge, split = meta.numel() >= LARGE, _row_split(tuple(meta.shape), rows)
+        if request.zero or not (huge or split is not None):
             return None  # small, or zeros (zeroing a lazy mapping would touch every page): torch's own
         t = None
         if huge and arena is not None and request.factory != "empty_strided":
             t = arena.tensor(tuple(meta.shape), meta.dtype)
         if t is None:
             t = request.allocate()
-        if served is not None and rows in rows_of:
+        if served is not None and split is not None:
             served.append(t)
         if t.is_contiguous() and t.dtype.is_floating_point and t.numel():
-            row = t.numel() // t.shape[0] if t.dim() else 1
-            tail = t.view(-1)[-min(t.numel(), rows_of.get(rows, 1) * row):]
+            row = t.numel() // rows if split is not None else (t.numel() // t.shape[0] if t.dim() else 1)
+            tail = t.view(-1)[-min(t.numel(), (fill if split is not None else 1) * row):]
             pattern = int.from_bytes(poison_bytes(t.dtype), "little", signed=True)
             tail.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]).fill_(pattern)
         return t
@@ -221,7 +251,7 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
                 t.zero_()
             else:
                 t.normal_(generator=torch.Generator(device=device).manual_seed(seed + index))
-        tail = t[-plan.fill_rows:]
+        tail = as_rows(t, plan.rows)[-plan.fill_rows:]
         tail.copy_(_values(contract, plan, name, tuple(tail.shape), dtype, seed * 7919 + index))
         out[name] = t
     return out
@@ -286,16 +316,18 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
     # The gaps hold a wrapped offset of the widest huge tensor (an int64 index input is not one).
     widest = max((sizes[n] for n in row_inputs if plan.elements(contract, n) >= LARGE), default=ITEMSIZE[plan.dtype])
     emulate = not backend.on_device if emulate is None else emulate
-    rows, fill = plan.dims[plan.row_dim], plan.fill_rows
+    rows, fill = plan.rows, plan.fill_rows
+    tensors = len(row_inputs) + (len(row_inputs) if emulate else 1)
+    if not emulate:  # real memory: predict the peak first, and skip what cannot fit
+        _refuse_what_cannot_fit(plan, contract, tensors, largest, widest, device)
     # Room for the inputs and their outputs (one output where the gaps are real memory).
     with discarding_out_of_memory(f"building the large-index example {plan.dims} {plan.dtype}"):
-        arena = _Arena(len(row_inputs) + (len(row_inputs) if emulate else 1), largest, widest, device,
-                       reserve=emulate)
+        arena = _Arena(tensors, largest, widest, device, reserve=emulate)
         inputs = _build(contract, plan, device, seed, arena, emulate)
     emulation = tail_programs(cover_from=LARGE) if emulate else contextlib.nullcontext()
     raw, error = None, None
     served: list = []  # the allocations that lead with the rows, as served
-    with emulation as state, intercept_allocations(_tail_server({rows: fill}, arena, served)):
+    with emulation as state, intercept_allocations(_tail_server(rows, fill, arena, served)):
         try:
             raw = subject.launcher(**inputs, **plan.scalars)
             backend.synchronize()
@@ -322,7 +354,7 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
                        f"{plan.dtype}; the load was masked off)", {"address_error": str(read)})
     outputs = as_tuple(raw)
     dtypes = {n: input_dtype(contract, plan, n) for n in contract.inputs}
-    if plan.reduced or any(isinstance(o, torch.Tensor) and (o.dim() == 0 or o.shape[0] != rows) for o in outputs):
+    if plan.reduced or any(isinstance(o, torch.Tensor) and as_rows(o, rows) is None for o in outputs):
         # A full reduction (or one over the rows): the answer depends on every row.
         if emulate:
             return report.unchecked("memory only: an output not split into rows (a reduction over the rows, or "
@@ -334,13 +366,13 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
     # Emulated, only the last programs ran: the rows they wrote are a suffix, read off the allocations too (a
     # converted copy of one, loss.to(dtype), shows no poison where its programs did not run).  One with no
     # row written is a scratch buffer, or an output whose own holes are judged below.
-    suffixes = [_written_suffix(unwritten_elements(t[-fill:])) for t in served
+    suffixes = [_written_suffix(unwritten_elements(as_rows(t, rows)[-fill:])) for t in served
                 if emulate and t.is_contiguous() and t.dtype.is_floating_point]
     written = min([fill] + [n for n in suffixes if n > 0])
     for i, out in enumerate(outputs):
         if not isinstance(out, torch.Tensor):
             return Finding("wrong", "bad-output", f"output {i} is {type(out).__name__}, expected a tensor")
-        holes = unwritten_elements(out[-fill:])
+        holes = unwritten_elements(as_rows(out, rows)[-fill:])
         suffix = _written_suffix(holes)
         why = "" if not emulate else " (every program of the grid ran)" if state.complete else \
             (" (the last programs of the grid ran, each within a block of its tensors: none wrote the output's end)"
@@ -357,12 +389,43 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
                                 "address they used was inside the tensors")
     if written < fill:
         report.notes.append(f"the last {written} rows compared: the programs the emulation ran wrote those")
-    tails = {n: (v if n in plan.params else v[-written:]) for n, v in inputs.items()}
-    dims = {**plan.dims, plan.row_dim: written}
+    tails = {n: (v if n in plan.params else _tail_block(v, rows, written)) for n, v in inputs.items()}
+    dims = {**plan.dims, **dict.fromkeys(plan.outer[:-1], 1), plan.outer[-1]: written}
     with discarding_out_of_memory(f"judging the last {written} rows"):
-        found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(o[-written:] for o in outputs),
+        found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(_tail_block(o, rows, written) for o in outputs),
                               where=f"last {written} rows of ")
     return found if found is not None else "honoured"
+
+
+def available_memory(device: str) -> int:
+    """Bytes free now where ``device``'s tensors live: the GPU's free memory, or the host's MemAvailable."""
+    if on_cuda(device):
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def predicted_peak(plan: LargeIndexPlan, contract: Contract, tensors: int, largest: int, itemsize: int) -> int:
+    """The most bytes the whole-grid example holds at once: the arena (its tensors and the real gaps between
+    them), and where an output is judged whole (a reduction over the rows) the oracle's float64 copy of each
+    row input."""
+    gap = LARGE * itemsize + (1 << 20)
+    arena = tensors * (gap + largest + 4096) + gap
+    oracle = sum(plan.elements(contract, n) * 8 for n in plan.row_inputs(contract)) if plan.reduced else 0
+    return arena + oracle
+
+
+def _refuse_what_cannot_fit(plan: LargeIndexPlan, contract: Contract, tensors: int, largest: int, itemsize: int,
+                            device: str) -> None:
+    """Discard the example (the cell is skipped, saying so) when its predicted peak exceeds the free memory."""
+    need, free = predicted_peak(plan, contract, tensors, largest, itemsize), available_memory(device)
+    if need > free:
+        raise ExampleDiscarded(DEVICE_MEMORY, f"the large-index example {plan.dims} {plan.dtype} would hold about "
+                               f"{gib(need)} at its peak (inputs, outputs, the gaps between them and the oracle's "
+                               f"copies), and {gib(free)} is free on {device}: not run")
 
 
 def _stops_short(holes: Any, state: Any) -> bool:

@@ -27,7 +27,7 @@ from triton_conformance.conformance.kinds.performance.peaks import (
 )
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
 from triton_conformance.errors import InvalidArgument
-from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
+from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, SkipReason
 from triton_conformance.model.performance import (
     Performance,
     check_performance,
@@ -39,9 +39,10 @@ from triton_conformance.strategies._internal.tensors import build_inputs
 
 __all__ = ["NOT_CUDA", "NO_CONTRACT", "Measurement", "measure", "measured_spec", "run_performance_cell"]
 
-NOT_CUDA = ("performance is measured on CUDA only: this run uses the Triton interpreter, whose timings "
-            "say nothing about a GPU (run with --conformance-device=cuda)")
-NO_CONTRACT = "subject declares no performance contract (performance=Performance(...))"
+NOT_CUDA = SkipReason("performance is measured on CUDA only: this run uses the Triton interpreter, whose timings "
+                      "say nothing about a GPU (run with --conformance-device=cuda)", code="performance:not-cuda")
+NO_CONTRACT = SkipReason("subject declares no performance contract (performance=Performance(...))",
+                         code="performance:no-contract")
 
 
 @dataclass

@@ -15,9 +15,15 @@ from triton_conformance.errors import InvalidContract
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 OTHER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
+# 8-bit floats: subject dtypes (e4m3fn: NaN, no infinity, largest 448; e5m2: IEEE-like, largest 57344), and
+# e8m0 (a power of two, no sign, no zero) for scales.  Not in FLOAT_DTYPES: nothing accumulates in them, and
+# they are probed only where claimed.
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+SCALE_DTYPES = ("float8_e8m0fnu",)
 LAYOUT_CLAIMS = ("contiguous", "any")
 # Adversarial value classes a subject may claim; "ordinary" is always claimed.
-VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties")
+VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties", "zero-blocks", "fp8-overflow", "fp8-subnormal",
+                 "fp8-ties")
 # Value classes that apply, unclaimed, to every subject with an input that declares a
 # value_range: "extreme" fills such inputs out to the ends of their range.
 RANGED_VALUE_CLASSES = ("extreme",)
@@ -46,8 +52,8 @@ def _dtype_tuple(owner: str, dtypes: Any) -> tuple[str, ...]:
     if not dtypes:
         raise _fail(owner, "dtypes", dtypes, "at least one dtype name, e.g. ('float16', 'float32')")
     for d in dtypes:
-        if d not in FLOAT_DTYPES + OTHER_DTYPES:
-            raise _fail(owner, "dtypes", d, f"one of {FLOAT_DTYPES + OTHER_DTYPES}")
+        if d not in FLOAT_DTYPES + FP8_DTYPES + SCALE_DTYPES + OTHER_DTYPES:
+            raise _fail(owner, "dtypes", d, f"one of {FLOAT_DTYPES + FP8_DTYPES + SCALE_DTYPES + OTHER_DTYPES}")
     return dtypes
 
 

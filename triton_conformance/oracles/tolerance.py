@@ -58,13 +58,21 @@ UNIT_ROUNDOFF = {
     "bfloat16": 2.0**-8,
     "float32": 2.0**-24,
     "float64": 2.0**-53,
+    # 8-bit floats: 3 and 2 mantissa bits.
+    "float8_e4m3fn": 2.0**-4,
+    "float8_e5m2": 2.0**-3,
 }
 SMALLEST_NORMAL = {
     "float16": 2.0**-14,
     "bfloat16": 2.0**-126,
     "float32": 2.0**-126,
     "float64": 2.0**-1022,
+    "float8_e4m3fn": 2.0**-6,
+    "float8_e5m2": 2.0**-14,
 }
+# Largest finite values; e4m3fn has no infinity (its one NaN takes the top code), e5m2 has both.
+LARGEST_FINITE = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+HAS_INFINITY = {"float8_e4m3fn": False, "float8_e5m2": True}
 # A correct computation in fp32 (where kernels take exp, sigmoid, erf of fp16, bf16 and fp32 values) may
 # return zero for a result within 2^5 smallest normals of it: exp saturates past |x| = 88.7, where
 # |x| e^-|x| is about 22 of them (torch's bf16 silu(-89) is -0.0 on the CPU, -7.4e-38 in float64; nightly

@@ -14,6 +14,7 @@ from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES
+from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.spec import Spec, layout_applies
 from triton_conformance.model.subject import Subject
@@ -98,7 +99,8 @@ class LayoutCells(SearchedKind):
 
 class DtypeCells(SearchedKind):
     dimension = Dimension("dtype", "every input that claims it in this dtype; unclaimed ones must be refused",
-                          _classes(*((d, f"{d} inputs") for d in PROBED_DTYPES + ("float64",) + OTHER_DTYPES)))
+                          _classes(*((d, f"{d} inputs") for d in PROBED_DTYPES + ("float64",) + FP8_DTYPES
+                                     + OTHER_DTYPES)))
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         contract = subject.contract
@@ -149,6 +151,10 @@ class ValueCells(SearchedKind):
         ("nan", "some elements NaN"),
         ("denormal", "half the elements subnormal"),
         ("ties", "small integers, so sums and maxima tie exactly"),
+        ("zero-blocks", "some rows all zero, so every group and block in them has an amax of 0"),
+        ("fp8-overflow", "magnitudes from half to four times fp8's largest finite values (448, 57344)"),
+        ("fp8-subnormal", "magnitudes below fp8's smallest normals (2^-6, 2^-14), where the grid is fixed-point"),
+        ("fp8-ties", "midpoints of the e4m3fn grid, every 16th element +-448 so each group's scale is exact"),
         ("extreme", "inputs that declare a value_range filled out to its ends; some rows all at one end"),
     ))
 

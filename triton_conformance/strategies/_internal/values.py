@@ -11,9 +11,11 @@ import math
 
 import torch
 
+from triton_conformance.strategies._internal.fp8_values import FP8_FILLS, fill_fp8
+
 __all__ = ["VALUE_FILLS", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
 
-VALUE_FILLS = ("ordinary", "huge", "inf", "nan", "denormal", "ties", "extreme")
+VALUE_FILLS = ("ordinary", "huge", "inf", "nan", "denormal", "ties", "extreme") + FP8_FILLS
 # Share of an index input's elements set to a special value (an ignore index).
 SPECIAL_FRACTION = 0.25
 
@@ -135,6 +137,8 @@ def fill_values(shape: tuple[int, ...], dtype: torch.dtype, value_class: str, se
         x = torch.where(use, sub, x)
     elif value_class == "ties":
         x = torch.randint(-2, 3, shape, **on).to(torch.float64)
+    elif value_class in FP8_FILLS:
+        x = fill_fp8(x, shape, value_class, on)
     elif value_class != "ordinary":
         raise ValueError(f"fill_values: value_class={value_class!r}, expected one of {VALUE_FILLS}")
     if value_range is not None and value_class not in ("ordinary", "extreme"):

@@ -18,6 +18,7 @@ from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.spec import Spec, layout_applies
 from triton_conformance.model.subject import Subject
+from triton_conformance.strategies._internal.fp8_values import FP8_FILLS
 from triton_conformance.strategies._internal.specs import in_shape_class, is_bounded, specs
 
 __all__ = ["SearchedKind", "PROBED_DTYPES"]
@@ -159,8 +160,12 @@ class ValueCells(SearchedKind):
     ))
 
     def values(self, subject: Subject) -> tuple[str, ...]:
-        # "extreme" is never claimed: it is a cell of every subject with a declared value_range.
-        return tuple(c.value for c in self.dimension.classes if c.value != "extreme" or subject.contract.ranged)
+        # "extreme" is never claimed: it is a cell of every subject with a declared value_range.  The fp8
+        # classes are cells only of the subjects that claim them (quantizers), not skipped rows of every matrix.
+        contract = subject.contract
+        return tuple(c.value for c in self.dimension.classes
+                     if (c.value != "extreme" or contract.ranged) and (c.value not in FP8_FILLS or c.value in
+                                                                        contract.values))
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract

@@ -1,0 +1,74 @@
+"""fp8 in the contract: the dtypes, their tolerance entries, the fp8 value classes and the quantizer oracles."""
+
+import pytest
+import torch
+
+from tests.cover.test_cells import make
+from triton_conformance import Dim, InvalidContract, Tensor
+from triton_conformance.oracles.quantization import group_quantized, static_quantized
+from triton_conformance.oracles.tolerance import (
+    LARGEST_FINITE,
+    UNIT_ROUNDOFF,
+    default_bound,
+)
+from triton_conformance.strategies._internal.values import fill_values
+
+
+def test_fp8_dtypes_are_subject_dtypes_and_unknown_ones_are_refused_by_name():
+    contract = make({"a": Tensor(("M", "N"), dtypes=("float8_e4m3fn", "float8_e5m2")),
+                     "s": Tensor(("M",), dtypes=("float8_e8m0fnu",))}, {"M": Dim(1, 8), "N": Dim(1, 8)})
+    assert contract.inputs["a"].dtypes == ("float8_e4m3fn", "float8_e5m2")
+    with pytest.raises(InvalidContract, match="dtypes='float8_e4m3'"):
+        Tensor(("N",), dtypes=("float8_e4m3",))
+
+
+def test_an_fp8_output_is_bounded_by_its_own_unit_roundoff():
+    for dtype, u, largest in (("float8_e4m3fn", 2.0**-4, 448.0), ("float8_e5m2", 2.0**-3, 57344.0)):
+        assert UNIT_ROUNDOFF[dtype] == u and LARGEST_FINITE[dtype] == largest
+        assert float(torch.finfo(getattr(torch, dtype)).max) == largest
+        assert default_bound(out_dtype=dtype).rtol == pytest.approx(8 * (u + 2.0**-24))
+
+
+def fill(value_class, shape=(6, 64), dtype=torch.float32, seed=3):
+    return fill_values(shape, dtype, value_class, seed)
+
+
+def test_zero_blocks_zero_whole_rows_and_keep_the_others_ordinary():
+    x = fill("zero-blocks")
+    zero_rows = (x == 0).all(dim=1)
+    assert 1 <= int(zero_rows.sum()) < x.shape[0] and (x[~zero_rows] != 0).all()
+
+
+def test_fp8_ties_lie_halfway_on_the_e4m3_grid_with_a_448_every_16th_element():
+    x = fill("fp8-ties")
+    assert (x[:, ::16].abs() == 448).all()
+    ties = x[:, 1:16].reshape(-1)
+    down = ties.to(torch.float8_e4m3fn).double()  # nearest even: one neighbour
+    other = 2 * ties - down  # the value as far on the other side
+    assert (other.to(torch.float8_e4m3fn).double() == other).all() and (other != down).all()
+
+
+def test_fp8_overflow_straddles_the_largest_finite_values_and_subnormals_lie_below_the_normals():
+    x = fill("fp8-overflow", shape=(4, 512)).abs()
+    assert (x >= 224).all() and (x < 4 * 57344).all()
+    for largest in (448.0, 57344.0):
+        assert ((x > largest) & (x < 4 * largest)).any() and ((x < largest) & (x > largest / 2)).any()
+    tiny = fill("fp8-subnormal", shape=(4, 512)).abs()
+    assert (tiny < 2.0**-6).all() and (tiny < 2.0**-14).sum() > 100
+
+
+def test_the_group_quantizer_oracle_gives_an_all_zero_group_a_positive_scale_and_zeros():
+    x = torch.randn(3, 40, dtype=torch.float64).float().double()
+    x[1, :32] = 0  # the first group of row 1
+    q, s = group_quantized(x, group=32, eps=1e-10)
+    assert s.shape == (3, 2) and s[1, 0] == (torch.tensor(1e-10, dtype=torch.float32) / 448).double() > 0
+    assert (q[1, :32] == 0).all() and not q.isnan().any()
+    assert (q.abs().amax(dim=1) == 448).all()  # each row's largest element lands on the largest value
+
+
+def test_the_static_oracle_saturates_or_makes_infinities_as_declared():
+    x = torch.tensor([70000.0, -1e9, float("inf"), float("nan"), 61439.0], dtype=torch.float64)
+    made = static_quantized(x, 1.0, dtype="float8_e5m2", saturate=False)
+    saturated = static_quantized(x, 1.0, dtype="float8_e5m2", saturate=True)
+    assert made[:3].tolist() == [float("inf"), -float("inf"), float("inf")] and made[4] == 57344
+    assert saturated[:3].tolist() == [57344.0, -57344.0, 57344.0] and saturated[3].isnan()

@@ -1,5 +1,7 @@
 """fp8 in the contract: the dtypes, their tolerance entries, the fp8 value classes and the quantizer oracles."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -72,3 +74,23 @@ def test_the_static_oracle_saturates_or_makes_infinities_as_declared():
     saturated = static_quantized(x, 1.0, dtype="float8_e5m2", saturate=True)
     assert made[:3].tolist() == [float("inf"), -float("inf"), float("inf")] and made[4] == 57344
     assert saturated[:3].tolist() == [57344.0, -57344.0, 57344.0] and saturated[3].isnan()
+
+
+def test_fp8_fast_accumulation_widens_only_where_declared_on_cuda_with_fp8_inputs():
+    from tests._subjects import as_subject
+    from triton_conformance.conformance.judge import Judge
+
+    inputs = {"a": Tensor(("M", "K"), dtypes=("float8_e4m3fn",)), "b": Tensor(("K", "N"), dtypes=("float8_e4m3fn",))}
+    dims = {"M": Dim(1, 8), "K": Dim(1, 256), "N": Dim(1, 8)}
+    fast = as_subject(make(inputs, dims, reduces="K", dot_precision="fp8-fast-accumulate"))
+    plain = as_subject(make(inputs, dims, reduces="K"))
+    out, ref = torch.ones(2, 2), torch.ones(2, 2, dtype=torch.float64)
+    fp8 = {"a": "float8_e4m3fn", "b": "float8_e4m3fn"}
+
+    def rtol(subject, on_cuda, dtypes=fp8):
+        on = SimpleNamespace(dtype=out.dtype, device=torch.device("cuda")) if on_cuda else out  # no GPU needed
+        return Judge(subject).bound({"K": 256}, dtypes, on, ref).rtol
+
+    assert rtol(plain, True) == rtol(plain, False) == rtol(fast, False) == pytest.approx(8 * (2**-24 + 2**-24 * 16))
+    assert rtol(fast, True) == pytest.approx(8 * (2**-24 + 2**-13 * 16))
+    assert rtol(fast, True, {"a": "float32", "b": "float32"}) == rtol(plain, True)

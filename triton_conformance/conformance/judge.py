@@ -27,6 +27,7 @@ import torch
 
 from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
+from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
@@ -185,11 +186,13 @@ class Judge:
             scale = float(finite.abs().max()) if finite.numel() else 1.0
         # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
         tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
+        fp8_fast = (contract.dot_precision == "fp8-fast-accumulate" and out.device.type == "cuda"
+                    and any(d in FP8_DTYPES for d in dtypes.values()))
         # The accumulation dtype: the declared one, or the example's input dtype (accumulate="input" or a mapping).
         if accumulate is None:
             accumulate = contract.accumulation(dtypes)
         bound = default_bound(out_dtype=out_dtype, accumulate=accumulate, reduction=reduction, scale=scale,
-                              tf32=tf32)
+                              tf32=tf32, fp8_fast_accumulation=fp8_fast)
         tol = contract.tolerance
         if tol is None:
             return bound

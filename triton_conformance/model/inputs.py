@@ -36,8 +36,9 @@ MASK_KINDS = ("bool", "additive")
 # "broadcast" is padding-shaped content given as a stride-0 view over rows.
 MASK_CLASSES = ("causal", "random", "padding", "all", "fully-masked", "broadcast")
 MASK_POLICIES = ("zeros", "nan", "reject")
-# tl.dot's input_precision for fp32 inputs; None: the subject has no such dot.
-DOT_PRECISIONS = ("tf32", "ieee", None)
+# tl.dot's input_precision for fp32 inputs; None: the subject has no such dot.  "fp8-fast-accumulate": a dot of
+# fp8 inputs whose tensor-core accumulator keeps fewer bits than fp32 on CUDA (Hopper's, without promotion).
+DOT_PRECISIONS = ("tf32", "ieee", "fp8-fast-accumulate", None)
 SCALAR_KINDS = ("float", "int", "bool")
 
 

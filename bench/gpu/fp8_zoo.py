@@ -55,7 +55,8 @@ def zoo(device: str, profile: str) -> tuple[int, int, int]:
     from triton_conformance.model.config import run_config
     from triton_conformance.model.subject import registry
 
-    importlib.import_module("kernels_under_test.fp8_quant")
+    for module in ("fp8_quant", "fp8_matmul"):
+        importlib.import_module(f"kernels_under_test.{module}")
     backend = current_backend(device)
     config = run_config(profile=profile, device=device)
     bugs = [b for b in all_bugs() if b[0].startswith(FP8_BUGS)]

@@ -3,6 +3,7 @@
 import triton
 import triton.language as tl
 
+from kernels_under_test.fp8_matmul import BLOCK_SCALED_CONTRACT, launch_block_scaled
 from kernels_under_test.fp8_quant import (
     GROUP_QUANT_CONTRACT,
     STATIC_E5M2_CONTRACT,
@@ -15,6 +16,7 @@ BUGS = [
     ("zoo_fp8_group_quant_zero_amax", "values:zero-blocks", "wrong", "nan-mismatch"),
     ("zoo_fp8_group_quant_toward_zero", "values:fp8-ties", "wrong", "mismatch"),
     ("zoo_fp8_static_e5m2_saturates", "values:fp8-overflow", "wrong", "nan-mismatch"),
+    ("zoo_fp8_block_matmul_scale_by_step", "layout:contiguous", "unsafe", "poisoned-read"),  # past the scales
 ]
 
 # %%
@@ -107,3 +109,48 @@ def static_e5m2_kernel_saturating(
 def zoo_fp8_static_e5m2_saturates(x, scale):
     """Bug: right below 61440; past it, 57344 instead of an infinity."""
     return launch_static_e5m2(static_e5m2_kernel_saturating, x, scale, "zoo_fp8_static_e5m2_saturates")
+
+
+# %%
+# A block-scaled GEMM that indexes its scales by the step, not the group
+# --------------------------------------------------------------------
+
+
+@triton.jit
+def block_scaled_matmul_kernel_by_step(
+    a_ptr, b_ptr, c_ptr,  # *Pointers* to a (M, K), b (K, N) and the fp32 output c (M, N)
+    as_ptr, bs_ptr,  # *Pointers* to a's scales (M, cdiv(K, GROUP_K)) and b's (cdiv(K, GROUP_K), cdiv(N, GROUP_N))
+    M, N, K,  # Problem size
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,  # Strides, in elements
+    stride_asm, stride_ask, stride_bsk, stride_bsn,  # Strides of the scales
+    GROUP_K: tl.constexpr, GROUP_N: tl.constexpr,  # Elements one scale covers along K and N
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,  # Tile and step (BLOCK_K < GROUP_K here)
+):
+    pid_m = tl.program_id(axis=0)
+    pid_n = tl.program_id(axis=1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for start_k in range(0, K, BLOCK_K):
+        offs_k = start_k + tl.arange(0, BLOCK_K)
+        mask_k = offs_k < K
+        a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                    mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        b = tl.load(b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                    mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+        group = start_k // BLOCK_K  # BUG: the step, not the group: right only while BLOCK_K == GROUP_K
+        a_s = tl.load(as_ptr + offs_m * stride_asm + group * stride_ask, mask=mask_m, other=0.0)
+        b_s = tl.load(bs_ptr + group * stride_bsk + (offs_n // GROUP_N) * stride_bsn, mask=mask_n, other=0.0)
+        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc,
+             mask=mask_m[:, None] & mask_n[None, :])
+
+
+@subject(**BLOCK_SCALED_CONTRACT, name="zoo_fp8_block_matmul_scale_by_step",
+         xfail="steps K by 64 but indexes the 128-wide scale groups by k // BLOCK_K: past K=64 the wrong scales")
+def zoo_fp8_block_matmul_scale_by_step(a, b, a_scale, b_scale):
+    """Bug: a smaller K step (tuned for speed) with the scale index still written for the group size."""
+    return launch_block_scaled(block_scaled_matmul_kernel_by_step, a, b, a_scale, b_scale,
+                               "zoo_fp8_block_matmul_scale_by_step", block_k=64)

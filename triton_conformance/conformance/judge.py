@@ -31,6 +31,7 @@ from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
+from triton_conformance.oracles.quantization import dequantized
 from triton_conformance.oracles.tolerance import Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "rejection"]
@@ -136,10 +137,11 @@ class Judge:
             raise_if_out_of_memory(exc, f"in the {what}")  # the machine's limit, not a mistake of theirs
             raise OracleError(what, exc) from None
 
-    @staticmethod
-    def as_float64(inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """Copies of ``inputs``: float tensors in float64; integer and bool tensors (indices, masks) as they are."""
-        return {n: (v.to(torch.float64) if v.dtype.is_floating_point else v.clone()) for n, v in inputs.items()}
+    def as_float64(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Copies of ``inputs``: float tensors in float64 (an input with a declared ``Scale`` dequantized);
+        integer and bool tensors (indices, masks) as they are."""
+        copies = {n: (v.to(torch.float64) if v.dtype.is_floating_point else v.clone()) for n, v in inputs.items()}
+        return dequantized(self.subject.contract.inputs, copies)
 
     def oracle(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], *, in_input_dtype: bool = False) -> tuple:
         """The oracle's outputs on float64 copies of the float ``inputs`` (integer and bool ones keep their

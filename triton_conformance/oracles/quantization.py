@@ -10,9 +10,13 @@ as torch's cast does).  Declare such a subject with ``Tolerance(rtol=0, atol=0)`
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import torch
 
-__all__ = ["fp8_cast", "group_quantized", "static_quantized"]
+from triton_conformance.model.scales import Scale
+
+__all__ = ["dequantized", "fp8_cast", "group_quantized", "static_quantized"]
 
 
 def fp8_cast(y: torch.Tensor, dtype: str, *, saturate: bool) -> torch.Tensor:
@@ -44,3 +48,19 @@ def group_quantized(x: torch.Tensor, *, group: int, dtype: str = "float8_e4m3fn"
 def static_quantized(x: torch.Tensor, scale: float, *, dtype: str, saturate: bool) -> torch.Tensor:
     """Quantization by a given scale: ``cast(x / scale)`` in fp32."""
     return fp8_cast(x.to(torch.float32) / torch.tensor(scale, dtype=torch.float32), dtype, saturate=saturate)
+
+
+def dequantized(declared: Mapping[str, Any], inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``inputs`` (float64 copies) with every input that a declared :class:`~..model.scales.Scale` scales
+    replaced by its dequantized values: times (or divided by) its scale, broadcast over each block."""
+    out = dict(inputs)
+    for name, spec in declared.items():
+        if not isinstance(spec, Scale) or name not in inputs or spec.of not in inputs:
+            continue
+        owner, scale = inputs[spec.of], inputs[name].to(torch.float64)
+        for dim, block in enumerate(spec.block):
+            size = owner.shape[dim]
+            scale = scale.expand(*scale.shape[:dim], size, *scale.shape[dim + 1:]) if block is None else \
+                scale.repeat_interleave(block, dim=dim).narrow(dim, 0, size)
+        out[spec.of] = owner * scale if spec.applies == "multiply" else owner / scale
+    return out

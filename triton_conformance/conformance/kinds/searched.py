@@ -105,7 +105,8 @@ class DtypeCells(SearchedKind):
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         contract = subject.contract
-        floats = contract.float_dtypes()
+        fp8 = tuple(d for n in contract.tensor_names for d in contract.inputs[n].dtypes if d in FP8_DTYPES)
+        floats = fp8 + contract.float_dtypes()
         if floats:
             return tuple(dict.fromkeys(floats + PROBED_DTYPES))
         return tuple(contract.inputs[contract.tensor_names[0]].dtypes)

@@ -13,7 +13,7 @@ import torch
 
 from triton_conformance.strategies._internal.fp8_values import FP8_FILLS, fill_fp8
 
-__all__ = ["VALUE_FILLS", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
+__all__ = ["VALUE_FILLS", "fill_scales", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
 
 VALUE_FILLS = ("ordinary", "huge", "inf", "nan", "denormal", "ties", "extreme") + FP8_FILLS
 # Share of an index input's elements set to a special value (an ignore index).
@@ -88,6 +88,18 @@ def fill_indices(shape: tuple[int, ...], bound: int, special: tuple[int, ...], s
         hit = torch.rand(shape, dtype=torch.float64, **on) < SPECIAL_FRACTION
         x = torch.where(hit | (bound <= 0), values, x)
     return x
+
+
+def fill_scales(shape: tuple[int, ...], dtype: torch.dtype, seed: int,
+                device: str | torch.device = "cpu") -> torch.Tensor:
+    """Positive scales: powers of two from 2^-4 to 2^4, times (1 + U[0, 1)) unless ``dtype`` holds only
+    powers of two (e8m0)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    on = {"generator": gen, "device": device}
+    x = torch.exp2(torch.randint(-4, 5, shape, **on).to(torch.float64))
+    if dtype == torch.float32:
+        x = x * (1 + torch.rand(shape, dtype=torch.float64, **on))
+    return x.to(dtype).to(torch.float64)
 
 
 def fill_values(shape: tuple[int, ...], dtype: torch.dtype, value_class: str, seed: int,

@@ -94,3 +94,62 @@ def test_fp8_fast_accumulation_widens_only_where_declared_on_cuda_with_fp8_input
     assert rtol(plain, True) == rtol(plain, False) == rtol(fast, False) == pytest.approx(8 * (2**-24 + 2**-24 * 16))
     assert rtol(fast, True) == pytest.approx(8 * (2**-24 + 2**-13 * 16))
     assert rtol(fast, True, {"a": "float32", "b": "float32"}) == rtol(plain, True)
+
+
+# -- scales as part of a tensor -------------------------------------------------------------
+
+def scaled_contract(block=(1, 4), applies="multiply", scale_dtypes=("float32",)):
+    from triton_conformance.model.scales import Scale
+
+    return make({"a": Tensor(("M", "K"), dtypes=("float8_e4m3fn",), layouts="any"),
+                 "a_scale": Scale(("M", "K"), of="a", block=block, applies=applies, dtypes=scale_dtypes,
+                                  layouts="any")}, {"M": Dim(1, 8), "K": Dim(1, 16)})
+
+
+def test_a_scale_declaration_is_validated_by_name():
+    from triton_conformance.model.scales import Scale
+
+    with pytest.raises(InvalidContract, match=r"Scale: block=\(4,\), expected one entry per dim"):
+        Scale(("M", "K"), of="a", block=(4,))
+    with pytest.raises(InvalidContract, match="Scale: applies='times'"):
+        Scale(("M", "K"), of="a", block=(1, 4), applies="times")
+    with pytest.raises(InvalidContract, match="Scale: dtypes='float16', expected scale dtypes"):
+        Scale(("M", "K"), of="a", block=(1, 4), dtypes=("float16",))
+    with pytest.raises(InvalidContract, match=r"inputs\['s'\].of='b', expected the name of a Tensor input"):
+        make({"a": Tensor(("M", "K")), "s": Scale(("M", "K"), of="b", block=(1, 4))}, {"M": Dim(1, 8), "K": Dim(1, 8)})
+    with pytest.raises(InvalidContract, match=r"inputs\['s'\].shape=\('K', 'M'\), expected the dims of 'a'"):
+        make({"a": Tensor(("M", "K")), "s": Scale(("K", "M"), of="a", block=(1, 4))}, {"M": Dim(1, 8), "K": Dim(1, 8)})
+
+
+@pytest.mark.parametrize(("block", "shape"), [((None, None), (1, 1)), ((1, None), (5, 1)), ((1, 4), (5, 3)),
+                                               ((4, 4), (2, 3))], ids=["tensor", "row", "group", "block"])
+def test_the_scale_is_drawn_with_its_shape_tied_to_the_dims_and_the_oracle_sees_the_dequantized_input(block, shape):
+    from tests._subjects import as_subject
+    from triton_conformance.conformance.judge import Judge
+    from triton_conformance.model.spec import Spec
+    from triton_conformance.strategies._internal.tensors import build_inputs
+
+    contract = scaled_contract(block)
+    built = build_inputs(contract, Spec(dims={"M": 5, "K": 10}, layouts={}, seed=1,
+                                        dtypes={"a": "float8_e4m3fn", "a_scale": "float32"}))
+    a, s = built.views["a"], built.views["a_scale"]
+    assert tuple(a.shape) == (5, 10) and tuple(s.shape) == shape and (s > 0).all()
+    seen = Judge(as_subject(contract)).as_float64(built.views)
+    rows, cols = (block[0] or 5), (block[1] or 10)
+    expected = a.double() * s.double().repeat_interleave(rows, 0)[:5].repeat_interleave(cols, 1)[:, :10]
+    assert torch.equal(seen["a"], expected) and torch.equal(seen["a_scale"], s.double())
+    divided = Judge(as_subject(scaled_contract(block, applies="divide"))).as_float64(built.views)["a"]
+    assert torch.allclose(divided * s.double().repeat_interleave(rows, 0)[:5].repeat_interleave(cols, 1)[:, :10],
+                          a.double())
+
+
+def test_e8m0_scales_are_powers_of_two():
+    from triton_conformance.model.spec import Spec
+    from triton_conformance.strategies._internal.tensors import build_inputs
+
+    if not hasattr(torch, "float8_e8m0fnu"):
+        pytest.skip("this torch has no float8_e8m0fnu")
+    contract = scaled_contract(scale_dtypes=("float8_e8m0fnu",))
+    s = build_inputs(contract, Spec(dims={"M": 8, "K": 16}, layouts={}, seed=2,
+                                    dtypes={"a": "float8_e4m3fn", "a_scale": "float8_e8m0fnu"})).views["a_scale"].double()
+    assert (torch.exp2(torch.log2(s).round()) == s).all() and len(s.unique()) > 1

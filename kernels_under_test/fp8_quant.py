@@ -66,19 +66,24 @@ GROUP_QUANT_CONTRACT = dict(
 )
 
 
-def check_quant_args(x, fn, dtypes=(torch.float32, torch.float16), rank=2):
-    """Raise TypeError/ValueError unless ``x`` is a ``rank``-D tensor of one of ``dtypes``."""
+def check_quant_args(x, fn, contract, dtypes=(torch.float32, torch.float16)):
+    """Raise TypeError/ValueError unless ``x`` is a tensor of one of ``dtypes`` with the contract's dims."""
+    symbols = contract["inputs"]["x"].shape
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{fn}: x is a {type(x).__name__}, expected a torch.Tensor")
     if x.dtype not in dtypes:
         raise TypeError(f"{fn}: x.dtype={x.dtype}, expected one of {dtypes}")
-    if x.dim() != rank:
-        raise ValueError(f"{fn}: x.dim()={x.dim()}, expected a {rank}-D tensor")
+    if x.dim() != len(symbols):
+        raise ValueError(f"{fn}: x.dim()={x.dim()}, expected a {len(symbols)}-D tensor")
+    for sym, n in zip(symbols, x.shape):
+        dim = contract["dims"][sym]
+        if not dim.admits(n):
+            raise ValueError(f"{fn}: {sym}={n}, expected {dim.min} <= {sym} <= {dim.max}")
 
 
 def launch_group_quant(kernel, x, fn):
     """Allocate q and the scales, and run ``kernel`` (the group quantizer or a variant of it) over x."""
-    check_quant_args(x, fn)
+    check_quant_args(x, fn, GROUP_QUANT_CONTRACT)
     M, K = x.shape
     n_groups = triton.cdiv(K, GROUP)
     q = torch.empty((M, K), dtype=torch.float8_e4m3fn, device=x.device)
@@ -131,7 +136,7 @@ BLOCK = 1024
 
 
 def launch_static_e5m2(kernel, x, scale, fn):
-    check_quant_args(x, fn, dtypes=(torch.float32,), rank=1)
+    check_quant_args(x, fn, STATIC_E5M2_CONTRACT, dtypes=(torch.float32,))
     if not x.is_contiguous():
         raise ValueError(f"{fn}: x.stride()={x.stride()}, expected a contiguous x")
     q = torch.empty(x.shape, dtype=torch.float8_e5m2, device=x.device)

@@ -292,7 +292,7 @@ def test_the_battery_widens_only_for_declared_tf32_on_cuda_with_fp32_inputs(prec
 
 @pytest.mark.parametrize("bad", ["fp32", "TF32", 32, "tf32x3"])
 def test_dot_precision_is_validated(bad):
-    with pytest.raises(InvalidContract, match=r"dot_precision=.*expected one of \('tf32', 'ieee', None\)"):
+    with pytest.raises(InvalidContract, match=r"dot_precision=.*expected one of \('tf32', 'ieee', 'fp8-fast-accumulate', None\)"):
         flash_like(bad)
 
 

@@ -34,6 +34,7 @@ MODULES = (
     "zoo_autotune_reach",
     "zoo_semantics",
     "zoo_tolerance",
+    "zoo_fp8",
 )
 
 

@@ -3,8 +3,8 @@
 Under ``TRITON_INTERPRET=1`` kernels from real libraries trip over the
 interpreter (libdevice functions return None, ``@triton.autotune`` wants a
 driver, launchers ask the GPU for its SM count or allocate on ``cuda``,
-library runtimes over ``@triton.jit`` expect a ``JITFunction``...), and bf16
-arithmetic is computed on raw bit patterns.  Each of those is one
+library runtimes over ``@triton.jit`` expect a ``JITFunction``...), bf16
+arithmetic is computed on raw bit patterns, and fp8 casts round wrongly.  Each of those is one
 named shim here; :func:`install` applies them (all by default), only under
 the interpreter, idempotently, and :func:`uninstall` takes them off again.
 
@@ -51,6 +51,8 @@ SHIMS: dict[str, str] = {
     "loop_vars": "`for i in range(...)` / tl.range loop variables are int32 tensors, as when compiled",
     "overflow_checks": "the integer-overflow checks a kernel only asserts with debug=True are not computed "
                        "(compiled code drops them too)",
+    "fp8": "casts to and from fp8 (e4m3fn, e5m2) rounded to nearest even and saturated, as cvt.rn.satfinite on "
+           "the GPU",
     "bf16": "bf16 arithmetic, casts, dot, reductions and scans decoded to fp32 and rounded to nearest even",
 }
 
@@ -70,6 +72,7 @@ _APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn
     "float_scalars": ("quirks", "apply_float_scalars"),
     "loop_vars": ("quirks", "apply_loop_vars"),
     "overflow_checks": ("quirks", "apply_overflow_checks"),
+    "fp8": ("fp8", "apply"),  # before bf16: the bf16 shim's bf16 -> fp8 cast goes through fp32 to this one
     "bf16": ("bf16", "apply"),
 }.items()}
 

@@ -27,9 +27,11 @@ import torch
 
 from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
+from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
+from triton_conformance.oracles.quantization import dequantized
 from triton_conformance.oracles.tolerance import Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "rejection"]
@@ -135,10 +137,11 @@ class Judge:
             raise_if_out_of_memory(exc, f"in the {what}")  # the machine's limit, not a mistake of theirs
             raise OracleError(what, exc) from None
 
-    @staticmethod
-    def as_float64(inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """Copies of ``inputs``: float tensors in float64; integer and bool tensors (indices, masks) as they are."""
-        return {n: (v.to(torch.float64) if v.dtype.is_floating_point else v.clone()) for n, v in inputs.items()}
+    def as_float64(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Copies of ``inputs``: float tensors in float64 (an input with a declared ``Scale`` dequantized);
+        integer and bool tensors (indices, masks) as they are."""
+        copies = {n: (v.to(torch.float64) if v.dtype.is_floating_point else v.clone()) for n, v in inputs.items()}
+        return dequantized(self.subject.contract.inputs, copies)
 
     def oracle(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], *, in_input_dtype: bool = False) -> tuple:
         """The oracle's outputs on float64 copies of the float ``inputs`` (integer and bool ones keep their
@@ -185,11 +188,13 @@ class Judge:
             scale = float(finite.abs().max()) if finite.numel() else 1.0
         # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
         tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
+        fp8_fast = (contract.dot_precision == "fp8-fast-accumulate" and out.device.type == "cuda"
+                    and any(d in FP8_DTYPES for d in dtypes.values()))
         # The accumulation dtype: the declared one, or the example's input dtype (accumulate="input" or a mapping).
         if accumulate is None:
             accumulate = contract.accumulation(dtypes)
         bound = default_bound(out_dtype=out_dtype, accumulate=accumulate, reduction=reduction, scale=scale,
-                              tf32=tf32)
+                              tf32=tf32, fp8_fast_accumulation=fp8_fast)
         tol = contract.tolerance
         if tol is None:
             return bound

@@ -32,6 +32,7 @@ from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
     Scalar,
     Tolerance,
 )
+from triton_conformance.model.scales import check_scales
 from triton_conformance.model.stochastic import StochasticModel
 
 __all__ = [
@@ -149,6 +150,7 @@ class Contract:
                 raise _fail(owner, "inputs", name, "identifier names")
             if not isinstance(spec, (Tensor, Mask)):
                 raise _fail(owner, f"inputs[{name!r}]", spec, "Tensor(...) or Mask(...)")
+        check_scales(self.inputs)
         self._resolve_same_dtype()
         if not isinstance(self.dims, Mapping):
             raise _fail(owner, "dims", self.dims, "a mapping of symbol -> Dim(...)")

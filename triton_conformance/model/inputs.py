@@ -15,9 +15,15 @@ from triton_conformance.errors import InvalidContract
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 OTHER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
+# 8-bit floats: subject dtypes (e4m3fn: NaN, no infinity, largest 448; e5m2: IEEE-like, largest 57344), and
+# e8m0 (a power of two, no sign, no zero) for scales.  Not in FLOAT_DTYPES: nothing accumulates in them, and
+# they are probed only where claimed.
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+SCALE_DTYPES = ("float8_e8m0fnu",)
 LAYOUT_CLAIMS = ("contiguous", "any")
 # Adversarial value classes a subject may claim; "ordinary" is always claimed.
-VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties")
+VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties", "zero-blocks", "fp8-overflow", "fp8-subnormal",
+                 "fp8-ties")
 # Value classes that apply, unclaimed, to every subject with an input that declares a
 # value_range: "extreme" fills such inputs out to the ends of their range.
 RANGED_VALUE_CLASSES = ("extreme",)
@@ -30,8 +36,9 @@ MASK_KINDS = ("bool", "additive")
 # "broadcast" is padding-shaped content given as a stride-0 view over rows.
 MASK_CLASSES = ("causal", "random", "padding", "all", "fully-masked", "broadcast")
 MASK_POLICIES = ("zeros", "nan", "reject")
-# tl.dot's input_precision for fp32 inputs; None: the subject has no such dot.
-DOT_PRECISIONS = ("tf32", "ieee", None)
+# tl.dot's input_precision for fp32 inputs; None: the subject has no such dot.  "fp8-fast-accumulate": a dot of
+# fp8 inputs whose tensor-core accumulator keeps fewer bits than fp32 on CUDA (Hopper's, without promotion).
+DOT_PRECISIONS = ("tf32", "ieee", "fp8-fast-accumulate", None)
 SCALAR_KINDS = ("float", "int", "bool")
 
 
@@ -46,8 +53,8 @@ def _dtype_tuple(owner: str, dtypes: Any) -> tuple[str, ...]:
     if not dtypes:
         raise _fail(owner, "dtypes", dtypes, "at least one dtype name, e.g. ('float16', 'float32')")
     for d in dtypes:
-        if d not in FLOAT_DTYPES + OTHER_DTYPES:
-            raise _fail(owner, "dtypes", d, f"one of {FLOAT_DTYPES + OTHER_DTYPES}")
+        if d not in FLOAT_DTYPES + FP8_DTYPES + SCALE_DTYPES + OTHER_DTYPES:
+            raise _fail(owner, "dtypes", d, f"one of {FLOAT_DTYPES + FP8_DTYPES + SCALE_DTYPES + OTHER_DTYPES}")
     return dtypes
 
 

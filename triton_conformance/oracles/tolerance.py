@@ -38,6 +38,13 @@ accumulated in fp32.  A subject whose contract declares
 independent signs, it stays near ``2 * u_tf32`` times the output's scale).
 The interpreter has no tf32, and ``dot_precision="ieee"`` or None adds nothing.
 
+**fp8.**  ``float8_e4m3fn`` and ``float8_e5m2`` have ``u = 2^-4`` and ``2^-3``.  An fp8 GEMM's inputs
+are the kernel's own fp8 values (dequantized by the oracle), so their rounding is not in the budget;
+its products are accumulated in fp32 (``u_acc = 2^-24``), except on CUDA under
+``dot_precision="fp8-fast-accumulate"``, where Hopper's tensor-core accumulator gives
+``u_acc = 2^-13`` (:data:`FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF`).  A quantizer's outputs are
+exact functions of its input (:mod:`.quantization`): declare ``Tolerance(rtol=0, atol=0)``.
+
 A subject may override ``rtol``/``atol``, or add the FlashAttention rule:
 ``|y - ref| <= atol + rtol * |ref| + k * max|ref_lowp - ref| + floor``, where
 ``ref_lowp`` is the oracle evaluated in the input dtype: the kernel may be off
@@ -51,20 +58,29 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-__all__ = ["SAFETY_FACTOR", "TF32_UNIT_ROUNDOFF", "UNIT_ROUNDOFF", "Bound", "accumulation_dtype", "default_bound"]
+__all__ = ["FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF", "HAS_INFINITY", "LARGEST_FINITE", "SAFETY_FACTOR",
+           "TF32_UNIT_ROUNDOFF", "UNIT_ROUNDOFF", "Bound", "accumulation_dtype", "default_bound"]
 
 UNIT_ROUNDOFF = {
     "float16": 2.0**-11,
     "bfloat16": 2.0**-8,
     "float32": 2.0**-24,
     "float64": 2.0**-53,
+    # 8-bit floats: 3 and 2 mantissa bits.
+    "float8_e4m3fn": 2.0**-4,
+    "float8_e5m2": 2.0**-3,
 }
 SMALLEST_NORMAL = {
     "float16": 2.0**-14,
     "bfloat16": 2.0**-126,
     "float32": 2.0**-126,
     "float64": 2.0**-1022,
+    "float8_e4m3fn": 2.0**-6,
+    "float8_e5m2": 2.0**-14,
 }
+# Largest finite values; e4m3fn has no infinity (its one NaN takes the top code), e5m2 has both.
+LARGEST_FINITE = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+HAS_INFINITY = {"float8_e4m3fn": False, "float8_e5m2": True}
 # A correct computation in fp32 (where kernels take exp, sigmoid, erf of fp16, bf16 and fp32 values) may
 # return zero for a result within 2^5 smallest normals of it: exp saturates past |x| = 88.7, where
 # |x| e^-|x| is about 22 of them (torch's bf16 silu(-89) is -0.0 on the CPU, -7.4e-38 in float64; nightly
@@ -73,6 +89,10 @@ UNDERFLOW_FLOOR = 2.0**5 * SMALLEST_NORMAL["float32"]
 SAFETY_FACTOR = 8.0
 # tf32 keeps 10 of fp32's 23 mantissa bits: round to nearest gives 2^-11.
 TF32_UNIT_ROUNDOFF = 2.0**-11
+# Hopper's fp8 tensor cores (wgmma) add products in an accumulator of about 13 mantissa bits before a result
+# is promoted to fp32 (DeepSeek-V3's measurement; triton's max_num_imprecise_acc sets how often): taken as
+# 2^-13, to be measured on the H200 (bench/gpu/fp8_zoo.py prints the worst error seen).
+FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF = 2.0**-13
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +145,8 @@ def accumulation_dtype(accumulate: str | Mapping[str, str], input_dtype: str | N
 
 
 def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "float32", reduction: int = 1,
-                  scale=1.0, tf32: bool = False, input_dtype: str | None = None) -> Bound:
+                  scale=1.0, tf32: bool = False, input_dtype: str | None = None,
+                  fp8_fast_accumulation: bool = False) -> Bound:
     """The policy above for one output; ``scale`` is a number or an elementwise tensor.
 
     ``accumulate``: the accumulation dtype (``u_acc``), or ``"input"`` or a per-dtype
@@ -133,10 +154,15 @@ def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "floa
     accumulates fp16 inputs in fp16 declares it and gets fp16's ``u_acc``.
     ``tf32``: the kernel's dots round fp32 inputs to tf32 here (CUDA, fp32 inputs,
     ``dot_precision="tf32"``): widen by the tf32 term.
+    ``fp8_fast_accumulation``: the kernel's dots of fp8 inputs accumulate in the tensor cores' narrower
+    accumulator here (CUDA, fp8 inputs, ``dot_precision="fp8-fast-accumulate"``): ``u_acc`` is at least
+    :data:`FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF`.
     """
     accumulate = accumulation_dtype(accumulate, input_dtype)
     u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
     u_acc = UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"])
+    if fp8_fast_accumulation:
+        u_acc = max(u_acc, FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF)
     depth = math.sqrt(max(reduction, 1))
     if out_dtype not in UNIT_ROUNDOFF:  # integer / bool outputs: exact
         return Bound(rtol=0.0, atol=0.0)

@@ -14,9 +14,11 @@ from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.contract import FLOAT_DTYPES, OTHER_DTYPES
+from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import CellResult, SkipReason
 from triton_conformance.model.spec import Spec, layout_applies
 from triton_conformance.model.subject import Subject
+from triton_conformance.strategies._internal.fp8_values import FP8_FILLS
 from triton_conformance.strategies._internal.specs import in_shape_class, is_bounded, specs
 
 __all__ = ["SearchedKind", "PROBED_DTYPES"]
@@ -98,11 +100,13 @@ class LayoutCells(SearchedKind):
 
 class DtypeCells(SearchedKind):
     dimension = Dimension("dtype", "every input that claims it in this dtype; unclaimed ones must be refused",
-                          _classes(*((d, f"{d} inputs") for d in PROBED_DTYPES + ("float64",) + OTHER_DTYPES)))
+                          _classes(*((d, f"{d} inputs") for d in PROBED_DTYPES + ("float64",) + FP8_DTYPES
+                                     + OTHER_DTYPES)))
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         contract = subject.contract
-        floats = contract.float_dtypes()
+        fp8 = tuple(d for n in contract.tensor_names for d in contract.inputs[n].dtypes if d in FP8_DTYPES)
+        floats = fp8 + contract.float_dtypes()
         if floats:
             return tuple(dict.fromkeys(floats + PROBED_DTYPES))
         return tuple(contract.inputs[contract.tensor_names[0]].dtypes)
@@ -149,12 +153,20 @@ class ValueCells(SearchedKind):
         ("nan", "some elements NaN"),
         ("denormal", "half the elements subnormal"),
         ("ties", "small integers, so sums and maxima tie exactly"),
+        ("zero-blocks", "some rows all zero, so every group and block in them has an amax of 0"),
+        ("fp8-overflow", "magnitudes from half to four times fp8's largest finite values (448, 57344)"),
+        ("fp8-subnormal", "magnitudes below fp8's smallest normals (2^-6, 2^-14), where the grid is fixed-point"),
+        ("fp8-ties", "midpoints of the e4m3fn grid, every 16th element +-448 so each group's scale is exact"),
         ("extreme", "inputs that declare a value_range filled out to its ends; some rows all at one end"),
     ))
 
     def values(self, subject: Subject) -> tuple[str, ...]:
-        # "extreme" is never claimed: it is a cell of every subject with a declared value_range.
-        return tuple(c.value for c in self.dimension.classes if c.value != "extreme" or subject.contract.ranged)
+        # "extreme" is never claimed: it is a cell of every subject with a declared value_range.  The fp8
+        # classes are cells only of the subjects that claim them (quantizers), not skipped rows of every matrix.
+        contract = subject.contract
+        return tuple(c.value for c in self.dimension.classes
+                     if (c.value != "extreme" or contract.ranged) and (c.value not in FP8_FILLS or c.value in
+                                                                        contract.values))
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from triton_conformance.model.inputs import FP8_DTYPES
+from triton_conformance.model.scales import Scale
 from triton_conformance.model.contract import MASK_CLASSES, RANGED_VALUE_CLASSES, VALUE_CLASSES, Contract, Dim
 from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, layout_applies
 from triton_conformance.strategies._internal.cached import integers, nonempty_subsets, sampled_from
@@ -244,10 +246,10 @@ def _pick_dtype(contract: Contract, dtype: str) -> dict[str, str]:
     for name, spec in contract.inputs.items():
         if getattr(spec, "same_dtype_as", None) is not None:
             continue
-        if spec.is_mask:
+        if spec.is_mask or isinstance(spec, Scale):  # a scale keeps its own dtype: the probes are the data's
             out[name] = spec.dtypes[0]
         elif dtype in spec.dtypes or (dtype not in contract.float_dtypes() and spec.dtypes[0] in
-                                      ("float16", "bfloat16", "float32", "float64")):
+                                      ("float16", "bfloat16", "float32", "float64") + FP8_DTYPES):
             out[name] = dtype
         else:
             out[name] = spec.dtypes[0]

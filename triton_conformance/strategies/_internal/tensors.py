@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import torch
 
 from triton_conformance.model.contract import Contract
+from triton_conformance.model.scales import Scale, scale_shape
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 from triton_conformance.strategies._internal.masks import fill_mask
-from triton_conformance.strategies._internal.values import fill_indices, fill_values
+from triton_conformance.strategies._internal.values import fill_indices, fill_scales, fill_values
 
 __all__ = ["BuiltInputs", "build_inputs", "torch_dtype", "SENTINELS"]
 
@@ -75,7 +76,10 @@ def _bytes_of(buffer: torch.Tensor) -> torch.Tensor:
 
 
 def input_shape(contract: Contract, name: str, spec: Spec) -> tuple[int, ...]:
-    return tuple(spec.dims[s] for s in contract.inputs[name].shape)
+    decl = contract.inputs[name]
+    if isinstance(decl, Scale):
+        return scale_shape(decl, spec.dims)
+    return tuple(spec.dims[s] for s in decl.shape)
 
 
 def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", device: str = "cpu") -> BuiltInputs:
@@ -96,6 +100,8 @@ def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", devic
                 values = keep.to(dtype)
             else:
                 values = torch.where(keep, 0.0, -math.inf).to(dtype)
+        elif isinstance(decl, Scale):
+            values = fill_scales(physical, dtype, seed, device=device)
         elif decl.index_of is not None:
             values = fill_indices(physical, spec.dims[decl.index_of], decl.special, seed, device=device).to(dtype)
         else:

@@ -11,9 +11,11 @@ import math
 
 import torch
 
-__all__ = ["VALUE_FILLS", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
+from triton_conformance.strategies._internal.fp8_values import FP8_FILLS, fill_fp8
 
-VALUE_FILLS = ("ordinary", "huge", "inf", "nan", "denormal", "ties", "extreme")
+__all__ = ["VALUE_FILLS", "fill_scales", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
+
+VALUE_FILLS = ("ordinary", "huge", "inf", "nan", "denormal", "ties", "extreme") + FP8_FILLS
 # Share of an index input's elements set to a special value (an ignore index).
 SPECIAL_FRACTION = 0.25
 
@@ -88,6 +90,18 @@ def fill_indices(shape: tuple[int, ...], bound: int, special: tuple[int, ...], s
     return x
 
 
+def fill_scales(shape: tuple[int, ...], dtype: torch.dtype, seed: int,
+                device: str | torch.device = "cpu") -> torch.Tensor:
+    """Positive scales: powers of two from 2^-4 to 2^4, times (1 + U[0, 1)) unless ``dtype`` holds only
+    powers of two (e8m0)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    on = {"generator": gen, "device": device}
+    x = torch.exp2(torch.randint(-4, 5, shape, **on).to(torch.float64))
+    if dtype == torch.float32:
+        x = x * (1 + torch.rand(shape, dtype=torch.float64, **on))
+    return x.to(dtype).to(torch.float64)
+
+
 def fill_values(shape: tuple[int, ...], dtype: torch.dtype, value_class: str, seed: int,
                 device: str | torch.device = "cpu", value_range: tuple[float, float] | None = None) -> torch.Tensor:
     """Float64 contents of ``shape`` for ``value_class``, already representable in ``dtype``.
@@ -135,6 +149,8 @@ def fill_values(shape: tuple[int, ...], dtype: torch.dtype, value_class: str, se
         x = torch.where(use, sub, x)
     elif value_class == "ties":
         x = torch.randint(-2, 3, shape, **on).to(torch.float64)
+    elif value_class in FP8_FILLS:
+        x = fill_fp8(x, shape, value_class, on)
     elif value_class != "ordinary":
         raise ValueError(f"fill_values: value_class={value_class!r}, expected one of {VALUE_FILLS}")
     if value_range is not None and value_class not in ("ordinary", "extreme"):

@@ -1,0 +1,66 @@
+"""Oracles for quantizing kernels: the fp8 values and scales a kernel must produce, bit for bit.
+
+A quantizer's outputs are exact functions of its input once the rounding rule and the
+amax-to-scale formula are fixed, so its oracle computes them with the same fp32 steps the
+kernel is declared to take (amax, ``max(amax, eps) / largest``, ``x / scale``) and the
+declared cast: round to nearest even, then saturated to the largest finite value (as
+``cvt.rn.satfinite`` does on NVIDIA) or not (past it e5m2 makes an infinity, e4m3fn a NaN,
+as torch's cast does).  Declare such a subject with ``Tolerance(rtol=0, atol=0)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from triton_conformance.model.scales import Scale
+
+__all__ = ["dequantized", "fp8_cast", "group_quantized", "static_quantized"]
+
+
+def fp8_cast(y: torch.Tensor, dtype: str, *, saturate: bool) -> torch.Tensor:
+    """fp32 ``y`` cast to fp8 ``dtype`` (a name) by round to nearest even, saturating or not; as float64."""
+    fp8 = getattr(torch, dtype)
+    if saturate:
+        largest = float(torch.finfo(fp8).max)
+        y = y.clamp(-largest, largest)  # NaN stays NaN; infinities saturate too
+    return y.to(fp8).to(torch.float64)
+
+
+def group_quantized(x: torch.Tensor, *, group: int, dtype: str = "float8_e4m3fn", eps: float = 1e-10,
+                    saturate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token-group quantization of a 2-D ``x`` along its last dim, in groups of ``group`` (the last
+    one partial where ``group`` does not divide it): ``(q, scales)``, ``scales[m, g] = max(amax, eps) /
+    largest`` in fp32 and ``q = cast(x / scale)``."""
+    x32 = x.to(torch.float32)
+    rows, width = x32.shape
+    groups = -(-width // group)
+    padded = torch.zeros((rows, groups * group), dtype=torch.float32, device=x.device)
+    padded[:, :width] = x32
+    amax = padded.abs().view(rows, groups, group).amax(dim=-1)
+    largest = torch.tensor(float(torch.finfo(getattr(torch, dtype)).max), dtype=torch.float32)
+    scales = torch.maximum(amax, torch.tensor(eps, dtype=torch.float32)) / largest
+    q = fp8_cast(x32 / scales.repeat_interleave(group, dim=1)[:, :width], dtype, saturate=saturate)
+    return q, scales.to(torch.float64)
+
+
+def static_quantized(x: torch.Tensor, scale: float, *, dtype: str, saturate: bool) -> torch.Tensor:
+    """Quantization by a given scale: ``cast(x / scale)`` in fp32."""
+    return fp8_cast(x.to(torch.float32) / torch.tensor(scale, dtype=torch.float32), dtype, saturate=saturate)
+
+
+def dequantized(declared: Mapping[str, Any], inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``inputs`` (float64 copies) with every input that a declared :class:`~..model.scales.Scale` scales
+    replaced by its dequantized values: times (or divided by) its scale, broadcast over each block."""
+    out = dict(inputs)
+    for name, spec in declared.items():
+        if not isinstance(spec, Scale) or name not in inputs or spec.of not in inputs:
+            continue
+        owner, scale = inputs[spec.of], inputs[name].to(torch.float64)
+        for dim, block in enumerate(spec.block):
+            size = owner.shape[dim]
+            scale = scale.expand(*scale.shape[:dim], size, *scale.shape[dim + 1:]) if block is None else \
+                scale.repeat_interleave(block, dim=dim).narrow(dim, 0, size)
+        out[spec.of] = owner * scale if spec.applies == "multiply" else owner / scale
+    return out

@@ -43,7 +43,8 @@ def add_history_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - a
     flaky = verb("flaky", "cells whose outcome differs between runs at the same commit and device")
     flaky.add_argument("--all", action="store_true", dest="include_stable",
                        help="also the cells that never flipped (to compare a stochastic cell's rate)")
-    flaky.add_argument("-n", "--last", type=int, default=None, help="only the newest N runs [default: all]")
+    flaky.add_argument("-n", "--last", type=int, default=500,
+                       help="only the newest N runs (0: every recorded run) [default: 500]")
     first = verb("first-bad", "the commit where a cell turned red, in git order, and a git bisect run line "
                  "that replays its stored reproducer between the last good commit and that one")
     first.add_argument("cell", metavar="SUBJECT[CELL]")
@@ -161,7 +162,8 @@ def history_command(args: argparse.Namespace) -> int:
                 out = queries.new_since_green(store, device=args.device)
                 lines, code = _new_lines(out), EXIT_FAILED if out["new_failures"] else EXIT_OK
             elif verb == "flaky":
-                out = queries.flaky(store, device=args.device, include_stable=args.include_stable, last=args.last)
+                out = queries.flaky(store, device=args.device, include_stable=args.include_stable,
+                                 last=args.last or None)
                 lines, code = _flaky_lines(out), EXIT_OK
             elif verb == "first-bad":
                 out = first_bad(store, args.cell, os.getcwd(), device=args.device)

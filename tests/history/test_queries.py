@@ -150,3 +150,18 @@ def test_the_report_and_the_summary_line_show_the_history_section(store: History
     assert "New since the last green run" in page and '<ul class="history-new_failures">' in page
     assert page.count('class="h-run"') == 4 and "1 of 4" in page
     assert "New since the last green run" not in render_html(doc)
+
+
+def test_a_bad_history_value_is_one_usage_line_and_a_broken_store_does_not_fail_the_run(tmp_path, capsys) -> None:  # noqa: ANN001
+    from triton_conformance.history.location import HistoryError, history_url
+    from triton_conformance.plugin.history import record_run
+
+    with pytest.raises(HistoryError, match=r"--conformance-history='mysql://db/x', expected a SQLite path, a "):
+        history_url("mysql://db/x", str(tmp_path))
+    assert history_url("none", str(tmp_path)) is None
+    assert history_url("h.sqlite", str(tmp_path)) == f"sqlite:///{tmp_path / 'h.sqlite'}"
+    assert history_url("postgresql://u@h/db", "/").startswith("postgresql+psycopg://")
+    (tmp_path / "dir.sqlite").mkdir()  # a directory where the database file should be
+    assert record_run(f"sqlite:///{tmp_path / 'dir.sqlite'}", _doc({"a|x": "honoured"}), started=0,
+                      root=str(tmp_path)) is None
+    assert "this run was not recorded in the history" in capsys.readouterr().err

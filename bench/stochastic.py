@@ -49,7 +49,7 @@ def _run(subject, cell: str, backend, seed: int):
     from triton_conformance.conformance.runner import run_cell
     from triton_conformance.model.config import run_config
 
-    return run_cell(subject, cell, backend=backend, config=run_config(device=backend.name), seed=seed)
+    return run_cell(subject, cell, backend=backend, config=run_config(device=backend.name, seed=seed))
 
 
 def _runs(device: str, names: list[str], seeds: list[int], threads: int = 0) -> list[tuple]:

@@ -96,7 +96,7 @@ def add_conformance_options(addoption: Callable[..., Any], addini: Callable[...,
     so that :func:`resolve` can look in the environment and the ini file.
     """
     defaults = defaults or {}
-    for name, default, choices, help_text in OPTIONS:
+    for name, default, choices, _help in OPTIONS:
         kwargs: dict[str, Any] = {"dest": f"conformance_{key(name)}", "default": defaults.get(name),
                                   "help": help_for(name, defaults)}
         if choices:

@@ -51,7 +51,7 @@ def _task(args: tuple) -> list[dict]:
         importlib.import_module(module)
     subject = get_subject(name)
     backend = current_backend(device)
-    config = run_config(profile=profile, device=device)
+    config = run_config(profile=profile, device=device, seed=seed)
     try:
         cells = cells_for(subject)
     except (AttributeError, TypeError):  # an older commit's kinds took the contract
@@ -59,7 +59,7 @@ def _task(args: tuple) -> list[dict]:
     out = []
     for cell in cells:
         started = time.perf_counter()
-        r = run_cell(subject, cell, backend=backend, config=config, seed=seed)
+        r = run_cell(subject, cell, backend=backend, config=config)
         out.append({"subject": name, "cell": cell, "seed": seed, "outcome": r.outcome, "finding": r.finding,
                     "message": r.message[:400], "examples": r.examples,
                     "seconds": round(time.perf_counter() - started, 3)})

@@ -59,14 +59,14 @@ class Suite:
 
     def run(self, subject, *, seed: int, device: str, untestable, backend=None, randomize: bool = False) -> Run:
         profile = "dev" if randomize else "ci"
-        config = run_config(profile=profile, device=backend.name if backend is not None else "interpreter")
+        config = run_config(profile=profile, device=backend.name if backend is not None else "interpreter",
+                            seed=seed if randomize else None)
         start, cpu0 = time.perf_counter(), time.process_time()
         first = FirstFailure(start, cpu0)
         cells = sorted(cells_for(subject), key=catalogue().sort_key)
         for i, cell in enumerate(cells):
             note_progress(cell)
-            r = run_cell(subject, cell, backend=backend, config=config, seed=seed if randomize else None,
-                         observer=first)
+            r = run_cell(subject, cell, backend=backend, config=config, observer=first)
             if not r.passed:
                 dims = counterexample_dims(r.counterexample)
                 at = first.at

@@ -59,7 +59,7 @@ def test_no_help_states_its_default_twice_or_as_none(capsys: pytest.CaptureFixtu
 def test_the_options_help_states_each_default_once() -> None:
     from triton_conformance.options import OPTIONS, help_for
 
-    for name, default, _, text in OPTIONS:
+    for name, _, _, text in OPTIONS:
         assert "default" not in text, f"{name}: the help states its own default"
         assert help_for(name).count("[default: ") == 1
         assert "None" not in help_for(name)

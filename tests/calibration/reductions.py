@@ -1,7 +1,5 @@
 """Sums along the last dim: ``sum``, ``mean``, ``cumsum``."""
 
-import torch
-
 from tests.calibration.common import COLUMNS, DTYPES, ROUNDS_TO_INPUT, ROWS, VALUES
 from triton_conformance import Backward, Tensor, subject
 

@@ -12,7 +12,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from triton_conformance import Dim, InvalidContract, Tensor, register, subject  # noqa: E402
-from triton_conformance.conformance.kinds.autotune.tuning import Tuning, autotuned, config_name, reveal, tuners_for  # noqa: E402
+from triton_conformance.conformance.kinds.autotune.discovery import autotuned, reveal, tuners_for  # noqa: E402
+from triton_conformance.conformance.kinds.autotune.tuning import Tuning, config_name  # noqa: E402
 from triton_conformance.conformance.kinds import cells_for, kind_of  # noqa: E402
 from triton_conformance.conformance.replay import replay  # noqa: E402
 from triton_conformance.conformance.observe import Observer  # noqa: E402
@@ -227,6 +228,31 @@ def cover_autotune_order_dependent(x):
     return out
 
 
+# %% Order, finer: the first config to run moves a float64 output by one ulp (lost if compared in fp32).
+
+VEC64 = dict(inputs={"x": Tensor(("N",), dtypes=("float64",))}, dims={"N": Dim(1, 200)}, oracle=lambda x: x * 2)
+
+
+@triton.autotune(configs=SUM_CONFIGS, key=["n"])
+@triton.jit
+def scale_first_block(out_ptr, x_ptr, ws_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    first = tl.atomic_cas(ws_ptr, 0, BLOCK)
+    first = tl.where(first == 0, BLOCK, first)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    ulp = tl.where(first == 16, 0.0, 1.0).to(tl.float64) * 2.0**-51  # one float64 ulp of 2
+    tl.store(out_ptr + offs, x * (2.0 + ulp), mask=offs < n)
+
+
+@subject(**VEC64, family="cover_autotune_order")
+def cover_autotune_order_ulp(x):
+    ws = WORKSPACE.setdefault("ws64", torch.zeros(1, dtype=torch.int32))
+    ws.zero_()
+    out = torch.empty_like(x)
+    scale_first_block[lambda meta: (triton.cdiv(x.shape[0], meta["BLOCK"]),)](out, x, ws, x.shape[0])
+    return out
+
+
 # %% A library's caching wrapper over an autotuned kernel, as FlagGems' LibEntry over its LibTuner: the first
 # launch of a specialization goes through the tuner, later ones relaunch the config it cached (keyed without it).
 
@@ -380,6 +406,12 @@ def test_the_order_cell_catches_a_result_that_depends_on_which_config_ran_first(
     assert run_cell(cover_autotune_direct, "autotune:order", config=CI).outcome == "honoured"
 
 
+def test_the_order_cell_compares_every_bit_of_a_float64_output():
+    # One ulp of float64 apart, within the oracle's tolerance: only a bitwise comparison of all 64 bits sees it.
+    result = run_cell(cover_autotune_order_ulp, "autotune:order", config=CI)
+    assert (result.outcome, result.finding) == ("wrong", "config-order-dependent"), result.message
+
+
 def test_the_key_cell_catches_a_cached_choice_reused_for_a_dim_the_key_omits():
     result = run_cell(cover_autotune_key_omits_n, "autotune:key", config=CI)
     assert (result.outcome, result.finding) == ("unsafe", "unwritten"), result.message
@@ -401,7 +433,7 @@ class _Drawn(Observer):
 
 def _drawn(cell, profile, seed):
     seen = _Drawn()
-    run_cell(cover_autotune_direct, cell, config=run_config(profile=profile), seed=seed, observer=seen)
+    run_cell(cover_autotune_direct, cell, config=run_config(profile=profile, seed=seed), observer=seen)
     return seen.dims
 
 

@@ -211,3 +211,17 @@ def test_the_layout_cells_are_named_after_the_one_layout_vocabulary():
     assert [c.value for c in dimensions["layout"].classes] == [*LAYOUT_CLASSES, "mixed"]
     grad_layouts = [c.value[len("layout:"):] for c in dimensions["grad"].classes if c.value.startswith("layout:")]
     assert grad_layouts and grad_layouts == [k for k in LAYOUT_CLASSES if k in grad_layouts]  # in the same order
+
+
+def test_a_spec_is_a_value_with_an_identity():
+    from triton_conformance.model.spec import Layout, Spec
+
+    a = Spec(dims={"M": 3, "N": 5}, dtypes={"x": "float16"}, layouts={"x": Layout("transposed", perm=(1, 0))},
+             scalars={"eps": 0.0})
+    same = Spec(dims={"N": 5, "M": 3}, dtypes={"x": "float16"},
+                layouts={"x": Layout("transposed", perm=(1, 0)), "out": Layout()}, scalars={"eps": 0.0})
+    assert a == same and hash(a) == hash(same) and {a: 1}[same] == 1  # dict order and explicit contiguous
+    assert a != Spec(dims={"M": 3, "N": 5}, dtypes={"x": "float16"},
+                     layouts={"x": Layout("transposed", perm=(1, 0))}, scalars={"eps": -0.0})
+    assert a != Spec(dims={"M": 3, "N": 5}, dtypes={"x": "float16"}, layouts={}, scalars={"eps": 0.0})
+    assert a != Spec.from_dict({**a.to_dict(), "seed": 1}) and a == Spec.from_dict(a.to_dict())

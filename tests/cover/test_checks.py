@@ -688,3 +688,16 @@ def test_an_error_scale_with_too_few_scales_is_an_error_of_the_declaration():
     result = cell(subject, "layout:contiguous")
     assert (result.outcome, result.finding) == ("oracle-error", "oracle-raised"), result.message
     assert "returned 1 scale(s) for the oracle's 2 output(s)" in result.message
+
+
+def test_the_bitwise_comparison_tells_signed_zeros_and_float64_ulps_apart():
+    from triton_conformance.conformance.battery.checks import Run, differing_outputs
+
+    def run(*outputs):
+        return Run(tuple(outputs), None)
+
+    zero, minus_zero = torch.tensor([0.0, 1.0]), torch.tensor([-0.0, 1.0])
+    one = torch.tensor([1.0], dtype=torch.float64)
+    above = torch.nextafter(one, torch.tensor([2.0], dtype=torch.float64))  # equal once rounded to fp32
+    assert differing_outputs(run(zero, one), run(minus_zero, above)) == [0, 1]
+    assert differing_outputs(run(zero, one), run(zero.clone(), one.clone())) == []

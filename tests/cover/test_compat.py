@@ -213,8 +213,14 @@ def test_bf16_arithmetic_rounds_to_nearest_even_once_per_operation():
 def test_bf16_reductions_scans_and_dot():
     from triton_conformance.compat.bf16 import decode, encode
 
-    halfway = torch.tensor([1.00390625 / 2 + 1.0078125 / 2], dtype=torch.float32)  # a tie between two bf16 values
-    assert torch.equal(torch.from_numpy(decode(encode(halfway.numpy()))), halfway.bfloat16().float())
+    # Exact ties between neighbouring bf16 values (low bits 0x8000): 1 + 2^-8 lies halfway between 1 and 1 + 2^-7,
+    # 1 + 3 * 2^-8 between 1 + 2^-7 and 1 + 2^-6. To even, the first goes down and the second up, so neither
+    # rounding half up nor half down (nor truncation) passes both.
+    ties = torch.tensor([1.00390625, 1.01171875, -1.00390625, -1.01171875], dtype=torch.float32)
+    assert (ties.view(torch.int32) & 0xFFFF).eq(0x8000).all()
+    rounded = torch.from_numpy(decode(encode(ties.numpy())))
+    assert rounded.tolist() == [1.0, 1.015625, -1.0, -1.015625]
+    assert torch.equal(rounded, ties.bfloat16().float())
     assert torch.isnan(torch.from_numpy(decode(encode(torch.tensor([float("nan"), -float("nan")]).numpy())))).all()
     assert decode(encode(torch.tensor([3.4e38]).numpy())).item() == float("inf")  # rounds past the largest bf16
     import triton.language as tl

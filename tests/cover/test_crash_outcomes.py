@@ -204,3 +204,20 @@ def test_executor_turns_a_passing_cell_that_lost_its_context_into_a_crash() -> N
 def test_classify_ignores_a_dead_workers_stderr() -> None:
     died = _crash("worker process died (signal SIGSEGV); its last output:\n" + OUT_OF_SHARED, "", "process-died")
     assert (classify(died).outcome, classify(died).finding) == ("crash", "process-died")
+
+
+def test_a_crash_during_the_shrink_is_recorded_with_the_example_that_crashed() -> None:
+    # The search finds the mismatch at a drawn size (127, the smallest drawn >= 100); the per-dim shrink then
+    # tries sizes no draw holds, and the first of them at or past 100 kills the worker.
+    from tests.cover import _crash_in_shrink
+    from triton_conformance import get_subject
+    from triton_conformance.model.config import run_config
+
+    executor = CellExecutor(run_config(profile="ci"))
+    try:
+        result = executor.run(get_subject("crash_in_shrink"), "shape:non-pow2")
+    finally:
+        executor.close()
+    assert (result.outcome, result.finding) == ("crash", "process-died"), result.message
+    n = result.counterexample.spec["dims"]["N"]
+    assert n >= 100 and n not in _crash_in_shrink.DRAWN, n  # the spec that crashed, not the last drawn one

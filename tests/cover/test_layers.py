@@ -121,3 +121,23 @@ def test_the_checks_find_a_cycle_and_an_upward_import(tmp_path: pathlib.Path) ->
 def test_no_module_is_much_over_400_lines() -> None:
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
     assert not long, long
+
+
+def _calls_of(path: pathlib.Path, name: str) -> list[int]:
+    """The lines of ``path`` that call ``name(...)`` directly."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [n.lineno for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name]
+
+
+def test_a_result_is_built_by_its_one_constructor() -> None:
+    # CellResult.of names a result's subject, family and known bug one way; nothing else builds one by hand.
+    by_hand = {name: lines for name, path in MODULES.items()
+               if name != "triton_conformance.model.outcomes" and (lines := _calls_of(path, "CellResult"))}
+    assert not by_hand, by_hand
+
+
+def test_the_constructor_check_sees_a_result_built_by_hand(tmp_path: pathlib.Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f(s):\n    return CellResult(subject=s, family=s, cell='c', outcome='crash')\n")
+    assert _calls_of(module, "CellResult") == [2]

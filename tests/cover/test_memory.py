@@ -166,6 +166,7 @@ def test_the_two_poisons_differ_in_every_byte(dtype):
     for variant, pattern in ((0, zero), (1, one)):
         with guarded_allocations(variant=variant):
             out = torch.empty((4,), dtype=dtype)
+        assert bytes(out.view(torch.uint8).tolist()) == pattern * 4  # each element holds its variant's poison
         assert bool(unwritten_elements(out, variant).all())
         assert not bool(unwritten_elements(out, 1 - variant).any())
 

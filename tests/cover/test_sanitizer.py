@@ -108,6 +108,21 @@ def test_find_sanitizer_says_where_it_looked(monkeypatch, tmp_path) -> None:
     assert find_sanitizer() == str(tool)
 
 
+def test_find_sanitizer_looks_in_cuda_home(monkeypatch, tmp_path) -> None:
+    # Not on PATH, only under $CUDA_HOME/bin: the toolkit's own layout.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    tool = tmp_path / "cuda" / "bin" / "compute-sanitizer"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    assert find_sanitizer() == str(tool)
+    monkeypatch.delenv("CUDA_HOME")
+    if not os.access("/usr/local/cuda/bin/compute-sanitizer", os.X_OK):
+        with pytest.raises(ConformanceUsageError, match=r"in \['/usr/local/cuda/bin'\]"):
+            find_sanitizer()  # without CUDA_HOME its folder is not searched
+
+
 def test_sanitizer_prefix_gives_each_worker_its_own_log(tmp_path) -> None:
     sanitizer = Sanitizer("/opt/cs", print_limit=5)
     first = sanitizer.prefix()

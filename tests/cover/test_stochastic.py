@@ -160,14 +160,15 @@ def test_binomial_homogeneity_accepts_equal_rates_and_rejects_one_odd_group():
 
 # %% The cells, on torch dropouts -------------------------------------------
 
-# Not derandomized: each run_cell(seed=) draws its designs' seeds from that seed and the cell's name.
-FRESH_SEEDS = run_config(profile="dev")
+# Not derandomized: each run's seed draws its designs' seeds, mixed with the cell's name.
+def fresh_seed(seed: int):
+    return run_config(profile="dev", seed=seed)
 CELLS = ("rate", "values", "edges", "reproducibility", "seeds", "independence")
 
 
 @pytest.mark.parametrize("cell", CELLS)
 def test_correct_dropout_passes_every_stochastic_cell(cell):
-    result = run_cell(declare(), f"stochastic:{cell}", config=FRESH_SEEDS, seed=11)
+    result = run_cell(declare(), f"stochastic:{cell}", config=fresh_seed(11))
     assert result.outcome == "honoured", result.message
 
 
@@ -182,10 +183,10 @@ def test_correct_dropout_passes_every_stochastic_cell(cell):
     ("position-rate", "independence", "not-independent"),
 ])
 def test_each_planted_bug_is_caught_by_its_cell(bug, cell, finding):
-    result = run_cell(declare(bug), f"stochastic:{cell}", config=FRESH_SEEDS, seed=5)
+    result = run_cell(declare(bug), f"stochastic:{cell}", config=fresh_seed(5))
     assert (result.outcome, result.finding) == ("wrong", finding), result.message
     seed = result.counterexample["seed"]
-    assert seed == SearchPolicy.of(FRESH_SEEDS, 5).seed_for(result.subject, result.cell)
+    assert seed == SearchPolicy.of(fresh_seed(5)).seed_for(result.subject, result.cell)
     assert f"seed={seed}" in result.message
     assert f"replay({__name__!r}, {result.subject!r}, {result.cell!r}, example, " in result.reproducer
     assert f"example = {seed}" in result.reproducer
@@ -199,7 +200,7 @@ def test_a_clock_seeded_kernel_is_irreproducible():
     calls = iter(range(10**6))
     subject = declare(name="torch_dropout_clock")
     object.__setattr__(subject, "launcher", lambda x, p, seed: torch_dropout(x, p, seed + next(calls)))
-    result = run_cell(subject, "stochastic:reproducibility", config=FRESH_SEEDS, seed=1)
+    result = run_cell(subject, "stochastic:reproducibility", config=fresh_seed(1))
     assert (result.outcome, result.finding) == ("wrong", "irreproducible"), result.message
 
 
@@ -209,12 +210,12 @@ def test_p_equal_one_must_be_rejected_cleanly_when_the_contract_excludes_it():
 
     subject = declare(name="torch_dropout_accepts_one")
     object.__setattr__(subject, "launcher", accepts_one)
-    result = run_cell(subject, "stochastic:edges", config=FRESH_SEEDS, seed=1)
+    result = run_cell(subject, "stochastic:edges", config=fresh_seed(1))
     assert (result.outcome, result.finding) == ("wrong", "accepted-out-of-contract"), result.message
     admitting = declare(name="torch_dropout_p_closed", scalars={"p": Scalar(0.0, 1.0),
                                                                 "seed": Scalar(0, MAX_SEED, kind="int")})
     object.__setattr__(admitting, "launcher", accepts_one)
-    assert run_cell(admitting, "stochastic:edges", config=FRESH_SEEDS, seed=1).outcome == "honoured"
+    assert run_cell(admitting, "stochastic:edges", config=fresh_seed(1)).outcome == "honoured"
 
 
 def test_replay_reruns_the_cell_and_raises_while_it_fails(capsys):
@@ -242,7 +243,7 @@ def test_ordinary_cells_check_each_example_against_the_model():
 def test_the_correct_kernels_p_values_stay_far_above_alpha_over_seeds():
     # A sanity check of the null distribution; bench/stochastic_flakiness.py measures it at scale.
     subject = declare()
-    smallest = min(min(t["p_value"] for t in run_cell(subject, "stochastic:rate", config=FRESH_SEEDS, seed=s)
+    smallest = min(min(t["p_value"] for t in run_cell(subject, "stochastic:rate", config=fresh_seed(s))
                        .details["tests"]) for s in range(5))
     assert smallest > stochastic_plan(subject).alpha_check
     assert math.isfinite(smallest)
@@ -260,10 +261,10 @@ def test_a_mask_that_depends_on_the_sign_is_caught_when_f_keeps_negatives_visibl
     identity = {"oracle": lambda x, p, seed: x.clone(), "family": "torch_plain_dropout"}
     good = declare(name="torch_plain_dropout", **identity)
     object.__setattr__(good, "launcher", plain)
-    assert run_cell(good, "stochastic:independence", config=FRESH_SEEDS, seed=2).outcome == "honoured"
+    assert run_cell(good, "stochastic:independence", config=fresh_seed(2)).outcome == "honoured"
     bad = declare(name="torch_plain_dropout_sign_biased", **identity)
     object.__setattr__(bad, "launcher", sign_biased)
-    result = run_cell(bad, "stochastic:independence", config=FRESH_SEEDS, seed=2)
+    result = run_cell(bad, "stochastic:independence", config=fresh_seed(2))
     assert (result.outcome, result.finding) == ("wrong", "not-independent")
     assert any(t["rejected"] and "value" in t["description"] for t in result.details["tests"])
 
@@ -306,9 +307,9 @@ def test_data_driven_probabilities_get_poisson_binomial_tests_that_catch_a_biase
     good = register(lambda x, seed: rounder(x, seed), name="torch_rounding", **decl)
     assert "stochastic:edges" not in cells_for(good)
     for cell in ("rate", "seeds", "independence"):
-        result = run_cell(good, f"stochastic:{cell}", config=FRESH_SEEDS, seed=4)
+        result = run_cell(good, f"stochastic:{cell}", config=fresh_seed(4))
         assert result.outcome == "honoured", result.message
     assert result.details["tests"][0]["test"] == "poisson-binomial"
     biased = register(lambda x, seed: rounder(x, seed, bias=0.02), name="torch_rounding_biased", **decl)
-    result = run_cell(biased, "stochastic:rate", config=FRESH_SEEDS, seed=4)
+    result = run_cell(biased, "stochastic:rate", config=fresh_seed(4))
     assert (result.outcome, result.finding) == ("wrong", "rate-mismatch"), result.message

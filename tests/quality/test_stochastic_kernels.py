@@ -26,7 +26,7 @@ def stochastic_cells():
 
 @pytest.mark.parametrize(("name", "cell"), stochastic_cells())
 def test_honours_every_stochastic_cell(name, cell, backend, kernels):
-    result = run_cell(get_subject(name), cell, backend=backend, seed=2026, config=run_config(profile="ci"))
+    result = run_cell(get_subject(name), cell, backend=backend, config=run_config(profile="ci", seed=2026))
     assert result.outcome == "honoured", result.message
     assert result.duration_s < 60  # the budget per cell is 10 s on an idle 2-core machine (bench/stochastic.py)
 

@@ -72,10 +72,15 @@ def test_summary_counts_every_outcome():
 
 
 def test_header_names_the_environment():
-    text = parse(render_html(small_document())).find("header").text()
-    for expected in ("cpu (Triton interpreter)", "3.9.0", "2.13.0", "3.11.7", "6.170.0", "ci", "1234",
-                     "2026-11-30 12:00:00 UTC", "abc1234"):
-        assert expected in text
+    header = parse(render_html(small_document())).find("header")
+    # Each field paired with its own value: a substring search would find "ci" in "ci-host" and "1234" in "abc1234".
+    fields = dict(zip([dt.text() for dt in header.find_all("dt")], [dd.text() for dd in header.find_all("dd")],
+                      strict=True))
+    assert {k: fields[k] for k in ("date", "device", "triton", "torch", "python", "hypothesis", "profile", "seed",
+                                   "commit", "host")} == {
+        "date": "2026-11-30 12:00:00 UTC", "device": "cpu (Triton interpreter)", "triton": "3.9.0",
+        "torch": "2.13.0", "python": "3.11.7", "hypothesis": "6.170.0", "profile": "ci", "seed": "1234",
+        "commit": "abc1234", "host": "ci-host"}
 
 
 def test_every_cell_links_to_its_detail_section():

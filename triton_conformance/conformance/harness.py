@@ -118,10 +118,8 @@ def harness_error(subject: Subject | None, cell: str, exc: BaseException, *, whe
     message = (f"triton-conformance's own code raised {type(exc).__name__} {where}: {exc}. This is a bug in "
                f"triton-conformance, not a verdict about the kernel: please report it with the traceback")
     details = {"traceback": exception_text(exc, limit=8000)}
-    if subject is None:
-        return CellResult(subject=name or "?", family=name or "?", cell=cell, outcome="harness-error",
-                          finding=HARNESS_FINDING, message=message, details=details)
-    return cell_result(subject, cell, "harness-error", message, finding=HARNESS_FINDING, details=details)
+    return cell_result(subject or name or "?", cell, "harness-error", message, finding=HARNESS_FINDING,
+                       details=details)
 
 
 def run_kind(run: Callable[[Any, str], CellResult], context: Any, value: str) -> CellResult:

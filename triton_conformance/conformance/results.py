@@ -21,10 +21,9 @@ from triton_conformance.model.subject import Subject
 __all__ = ["cell_result", "skipped", "failed", "reproducer", "counterexample"]
 
 
-def cell_result(subject: Subject, cell: str, outcome: str, message: str = "", **fields: Any) -> CellResult:
-    """A result of ``outcome`` for ``subject``'s ``cell``."""
-    return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome=outcome, message=message,
-                      expected_failure=subject.xfail, **fields)
+def cell_result(subject: Subject | str, cell: str, outcome: str, message: str = "", **fields: Any) -> CellResult:
+    """A result of ``outcome`` for ``subject``'s ``cell`` (:meth:`CellResult.of`: a Subject, or a name)."""
+    return CellResult.of(subject, cell, outcome, message, **fields)
 
 
 def skipped(subject: Subject, cell: str, reason: str, **fields: Any) -> CellResult:

@@ -67,15 +67,13 @@ def run_cell(
     *,
     backend: Backend | None = None,
     config: RunConfig | None = None,
-    seed: int | None = None,
     observer: Observer = NO_OBSERVER,
 ) -> CellResult:
     """Run ``cell`` of ``subject`` and return its verdict.
 
     - ``backend``: where kernels run (default: the interpreter).
-    - ``config``: the run's :class:`RunConfig` (profile, compile budget, examples).
-    - ``seed``: the run's seed, instead of ``config.seed`` (each search's seed is drawn from it and the
-      cell's name, :meth:`~.search.policy.SearchPolicy.seed_for`); ignored by a derandomized profile.
+    - ``config``: the run's :class:`RunConfig` (profile, seed, compile budget, examples): each search's seed
+      is drawn from ``config.seed`` and the cell's name (:meth:`~.search.policy.SearchPolicy.seed_for`).
     - ``observer``: told of each example and of the cell's end (a flight recorder, a benchmark).
     """
     backend = backend or Backend()
@@ -87,7 +85,7 @@ def run_cell(
     if reason is not None:
         result = skipped(subject, cell, reason)
     else:
-        policy = SearchPolicy.of(config, seed)
+        policy = SearchPolicy.of(config)
         budget = _compile_budget(subject, backend, policy)
         later = _later_cells(subject, cell, backend) if budget else ()
         share = CellCompiles(subject.name, budget, later, kernels=kind.kernels, steers=kind.steers)

@@ -54,7 +54,7 @@ def add_fleet_parser(sub) -> argparse.ArgumentParser:  # noqa: ANN001
     parser.add_argument("--workdir", default=None, metavar="DIR",
                         help="where each shard's results are written as it finishes [default: beside --output]")
     parser.add_argument("--faults", default=None, help=argparse.SUPPRESS)  # tests: kill attempts (fleet/tasks.py)
-    for name, default, choices, _ in OPTIONS:
+    for name, _default, choices, _ in OPTIONS:
         if name in FLEET_SKIP - {"history"}:
             continue
         kwargs = {"dest": f"conformance_{key(name)}", "default": None, "help": help_for(name)}

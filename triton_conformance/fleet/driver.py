@@ -106,10 +106,9 @@ def crash_document(task: ShardTask, cells: list[tuple[str, str]], like: dict[str
     nodes = [a.get("node_id") for a in attempts]
     hosts = [a.get("host") for a in attempts]
     where = ", ".join(f"{h} (node {n[:12]})" for h, n in zip(hosts, nodes)) or "no node (it never started)"
-    results = [CellResult(subject=subject, family=subject, cell=cell, outcome="crash", finding="fleet-task-lost",
-                          message=f"shard {task.shard} on {task.label} was lost on each of {len(attempts)} "
-                                  f"attempt(s), on {where}: {error[-1500:]}",
-                          details={"nodes": nodes, "hosts": hosts, "attempts": len(attempts), "shard": task.shard})
+    results = [CellResult.of(subject, cell, "crash", f"shard {task.shard} on {task.label} was lost on each of "
+                             f"{len(attempts)} attempt(s), on {where}: {error[-1500:]}", finding="fleet-task-lost",
+                             details={"nodes": nodes, "hosts": hosts, "attempts": len(attempts), "shard": task.shard})
                for subject, cell in cells]
     return results_document(results, env)
 

@@ -242,6 +242,17 @@ class CellResult:
         return out
 
     @classmethod
+    def of(cls, subject: Any, cell: str, outcome: str, message: str = "", **fields: Any) -> "CellResult":
+        """The one constructor of a result: ``outcome`` for ``subject``'s ``cell``. ``subject`` is a Subject (its
+        name, family and known bug are the result's), or only a name where none is at hand (a module that did
+        not import, a fleet task that was lost): its family is then the name unless ``family=`` says."""
+        if isinstance(subject, str):
+            return cls(subject=subject, family=fields.pop("family", None) or subject, cell=cell, outcome=outcome,
+                       message=message, **fields)
+        return cls(subject=subject.name, family=subject.family, cell=cell, outcome=outcome, message=message,
+                   expected_failure=subject.xfail, **fields)
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CellResult":
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         fields["details"] = dict(fields.get("details") or {})

@@ -130,6 +130,19 @@ class Spec:
         parts.append(f"seed={self.seed!r}")
         return f"Spec({', '.join(parts)})"
 
+    def key(self) -> tuple:
+        """The spec's identity, hashable: a layout left contiguous is the same as none, and scalars compare as
+        they print (``-0.0`` is not ``0.0``)."""
+        return (tuple(sorted(self.dims.items())), tuple(sorted(self.dtypes.items())),
+                tuple(sorted((k, v) for k, v in self.layouts.items() if v != Layout())),
+                tuple(sorted((k, repr(v)) for k, v in self.scalars.items())), self.values, self.mask, self.seed)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Spec) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
     def layout(self, name: str) -> Layout:
         return self.layouts.get(name, Layout())
 

@@ -195,7 +195,7 @@ def _pointwise(func, values, vkwargs, mags, mkwargs, out):
             tangent = _jvp(at, v.clone(), m)
         except (RuntimeError, NotImplementedError):  # no forward-mode formula: central differences
             step = 2.0**-20 * v.abs().clamp_min(2.0**-20)  # small against the value: no pole crossed
-            tangent = tree_map(lambda hi, lo: (hi - lo) / (2 * step) * m if is_float(hi) else hi,
+            tangent = tree_map(lambda hi, lo, step=step, m=m: (hi - lo) / (2 * step) * m if is_float(hi) else hi,
                                at(v + step), at(v - step))
         # 0 * inf (a derivative that is infinite where no term reaches) is 0, not NaN.
         total = _plus(total, tree_map(lambda t: torch.nan_to_num(t.abs(), nan=0.0) if is_float(t) else t, tangent))

@@ -87,10 +87,9 @@ class ConformanceItem(pytest.Item):
 
 def import_result(failure: Any) -> CellResult:
     """The crash cell that stands for a subject module that failed to import (an ImportFailure)."""
-    return CellResult(subject=failure.module, family=failure.module, cell=IMPORT_CELL, outcome="crash",
-                      finding="import-error",
-                      message=f"cannot import subject module {failure.module!r}: {failure.error}",
-                      details={"traceback": failure.traceback, "module": failure.module})
+    return CellResult.of(failure.module, IMPORT_CELL, "crash",
+                         f"cannot import subject module {failure.module!r}: {failure.error}", finding="import-error",
+                         details={"traceback": failure.traceback, "module": failure.module})
 
 
 class ImportFailureItem(pytest.Item):

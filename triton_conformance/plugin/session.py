@@ -258,9 +258,8 @@ class ConformanceSession:
             failure = next(f for f in self.import_failures if f.module == name)
             result = import_result(failure)
         else:
-            result = CellResult(subject=name, family=subject.family if subject else name, cell=cell,
-                                outcome="crash", finding="worker-died", message=str(report.longrepr)[-3000:],
-                                expected_failure=subject.xfail if subject else None)
+            result = CellResult.of(subject or name, cell, "crash", str(report.longrepr)[-3000:],
+                                   finding="worker-died")
         self.results[report.nodeid] = result
 
     def _cell_of(self, nodeid: str) -> tuple[str, str] | None:

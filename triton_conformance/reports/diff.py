@@ -77,7 +77,7 @@ class ResultsDiff:
     def to_dict(self) -> dict[str, Any]:
         """As JSON; a change's ``device`` and the ``divergences`` only where there is a cross-device matrix."""
         out = asdict(self)
-        for name, value in out.items():
+        for value in out.values():
             if isinstance(value, list):
                 for change in value:
                     if isinstance(change, dict) and change.get("device", "") is None:

@@ -57,14 +57,10 @@ def _worker_error(subject: Subject, cell: str, traceback: str) -> CellResult:
     (a crash that :func:`classify` names a ``compile-error``)."""
     last = (traceback.strip().splitlines() or ["an error"])[-1]
     if compile_error_kind(traceback) is not None:
-        return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="crash",
-                          finding="exception", message=last, details={"traceback": traceback},
-                          expected_failure=subject.xfail)
-    return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="harness-error",
-                      finding="harness-raised", expected_failure=subject.xfail,
-                      message=f"triton-conformance's worker raised {last} around this cell. This is a bug in "
-                              "triton-conformance, not a verdict about the kernel: please report it with the "
-                              "traceback", details={"traceback": traceback})
+        return CellResult.of(subject, cell, "crash", last, finding="exception", details={"traceback": traceback})
+    return CellResult.of(subject, cell, "harness-error", f"triton-conformance's worker raised {last} around this "
+                         "cell. This is a bug in triton-conformance, not a verdict about the kernel: please report "
+                         "it with the traceback", finding="harness-raised", details={"traceback": traceback})
 
 
 class CellExecutor:
@@ -80,16 +76,16 @@ class CellExecutor:
         self._pool = None
         self._backend = None
 
-    def run(self, subject: Subject, cell: str, *, seed: int | None = None) -> CellResult:
+    def run(self, subject: Subject, cell: str) -> CellResult:
         if self.config.isolation == "none":
-            return classify(self._run_here(subject, cell, seed))
-        result = classify(self._run_isolated(subject, cell, seed))
+            return classify(self._run_here(subject, cell))
+        result = classify(self._run_isolated(subject, cell))
         if self.sanitizer is not None:
             self._pool.finish()  # its log is complete once it has exited
             result = fold_into(result, self.sanitizer.collect())
         return result
 
-    def _run_here(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
+    def _run_here(self, subject: Subject, cell: str) -> CellResult:
         from triton_conformance.conformance.backend import current_backend
         from triton_conformance.conformance.harness import escaped_cell
         from triton_conformance.conformance.runner import run_cell
@@ -97,7 +93,7 @@ class CellExecutor:
         if self._backend is None:
             self._backend = current_backend(self.config.device)
         try:
-            return run_cell(subject, cell, backend=self._backend, config=self.config, seed=seed)
+            return run_cell(subject, cell, backend=self._backend, config=self.config)
         except Exception as exc:  # noqa: BLE001 - it escaped the runner: judged by where it came from
             return escaped_cell(subject, cell, exc, self._backend)
 
@@ -109,11 +105,11 @@ class CellExecutor:
         return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix,
                           compat=self.config.compat)
 
-    def _run_isolated(self, subject: Subject, cell: str, seed: int | None) -> CellResult:
+    def _run_isolated(self, subject: Subject, cell: str) -> CellResult:
         if self._pool is None:
             self._pool = self._new_pool()
         request = {"op": "run_cell", "subject": subject.name, "cell": cell, "config": self.config,
-                   "seed": seed, "modules": [subject.module]}
+                   "modules": [subject.module]}
         status, value, last_spec = self._pool.call(request, self.config.timeout)
         if status == "result":
             result = CellResult.from_dict(value)
@@ -137,8 +133,7 @@ class CellExecutor:
 
     def _lost_cell(self, subject: Subject, cell: str, finding: Finding, last_spec: dict | None) -> CellResult:
         """A cell whose worker never answered: recorded with the example it was running."""
-        result = CellResult(subject=subject.name, family=subject.family, cell=cell, outcome=finding.outcome,
-                            finding=finding.kind, message=finding.message, expected_failure=subject.xfail)
+        result = CellResult.of(subject, cell, finding.outcome, finding.message, finding=finding.kind)
         if last_spec is None:
             return result
         from triton_conformance.conformance.backend import Backend

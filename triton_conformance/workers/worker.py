@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
                 recorder = _flight_recorder(outbox, backend)
                 try:
                     result = run_cell(subject, request["cell"], backend=backend, config=request["config"],
-                                      seed=request.get("seed"), observer=recorder)
+                                      observer=recorder)
                 except Exception as exc:  # noqa: BLE001 - it escaped the runner: judged by where it came from
                     lost = backend.context_lost()
                     if lost is not None:

@@ -26,7 +26,7 @@ import torch
 from triton_conformance.conformance.battery.memory import flat_bytes, unwritten_elements
 from triton_conformance.model.outcomes import Finding
 
-__all__ = ["Run", "memory_findings", "outputs_differ", "repeat_findings", "FIRST", "OTHER"]
+__all__ = ["Run", "differing_outputs", "memory_findings", "outputs_differ", "repeat_findings", "FIRST", "OTHER"]
 
 # The two sentinels and poisons an example is run with: (input sentinel, output poison variant).
 FIRST = ("nan", 0)
@@ -110,11 +110,19 @@ def memory_findings(built: Any, run: Run, other: Run | None = None, *, inplace: 
 
 def outputs_differ(a: Run, b: Run) -> bool:
     """Whether two runs' outputs differ in any element both of them wrote, bit for bit."""
+    return bool(differing_outputs(a, b))
+
+
+def differing_outputs(a: Run, b: Run) -> list[int]:
+    """The outputs of two runs that differ in an element both of them wrote, bit for bit (-0.0 is not 0.0,
+    and float64 is compared in all its bits), by index."""
+    differ = []
     for i, (x, y) in enumerate(zip(a.outputs or (), b.outputs or ())):
         if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
             continue
         if x.shape != y.shape or x.dtype != y.dtype:
-            return True
+            differ.append(i)
+            continue
         as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
         xi, yi = flat_bytes(x.detach()).view(as_int), flat_bytes(y.detach()).view(as_int)
         written = torch.ones_like(xi, dtype=torch.bool)
@@ -122,8 +130,8 @@ def outputs_differ(a: Run, b: Run) -> bool:
             if holes is not None:
                 written &= ~holes.reshape(-1)
         if bool(((xi != yi) & written).any()):
-            return True
-    return False
+            differ.append(i)
+    return differ
 
 
 def _nondeterministic(what: str) -> Finding:

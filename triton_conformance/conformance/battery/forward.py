@@ -40,7 +40,7 @@ from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.tensors import BuiltInputs, build_inputs
 
-__all__ = ["run_example"]
+__all__ = ["call_example", "run_example"]
 
 
 def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Any, variant: int,
@@ -56,6 +56,17 @@ def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Any, varian
             return Run(None, exc, allocations, before=before, built=built)
     backend.synchronize()
     return Run(outputs_of(subject, raw, built.views), None, allocations, raw, before, built)
+
+
+def call_example(subject: Subject, spec: Spec, backend: Any, allowance: Allowance, sentinel: str = FIRST[0],
+                 variant: int = FIRST[1]) -> Run:
+    """Build ``spec``'s inputs in ``sentinel`` and call the launcher once, its outputs guarded and poisoned
+    (``variant``): the :class:`~.checks.Run` every check reads. Out of memory is a discard."""
+    with discarding_out_of_memory("building the inputs"):
+        inputs = build_inputs(subject.contract, spec, sentinel=sentinel, device=backend.device)
+    call = _call(subject, inputs, spec, backend, variant, allowance)
+    raise_if_out_of_memory(call.error, "in the launcher")
+    return call
 
 
 def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None = None, *,
@@ -75,11 +86,7 @@ def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None 
     expect = expectation(contract, spec)
 
     def run(sentinel: str, variant: int) -> Run:
-        with discarding_out_of_memory("building the inputs"):
-            inputs = build_inputs(contract, spec, sentinel=sentinel, device=backend.device)
-        call = _call(subject, inputs, spec, backend, variant, allowance)
-        raise_if_out_of_memory(call.error, "in the launcher")
-        return call
+        return call_example(subject, spec, backend, allowance, sentinel, variant)
 
     first = run(*FIRST)
     built = first.built

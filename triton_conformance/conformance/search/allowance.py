@@ -168,8 +168,12 @@ class Allowance:
             raise ExampleDiscarded(OVER_MEMORY, f"about {gib(example_bytes(contract, spec))} needed, over the "
                                    f"per-example cap of {gib(self.memory_cap)}")
 
+    def discard(self, reason: str) -> None:
+        """One example discarded for ``reason`` (:mod:`.discards`): the one count of every discard."""
+        self.discards[reason] += 1
+
     def discarded(self, exc: ExampleDiscarded) -> None:
-        self.discards[exc.reason] += 1
+        self.discard(exc.reason)
 
     def spent(self) -> bool:
         """Whether the budgets that keep refusing this cell's draws have refused enough to end its search."""

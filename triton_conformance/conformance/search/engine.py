@@ -41,7 +41,8 @@ from triton_conformance.conformance.search.specializations import counted, in_co
 from triton_conformance.model.outcomes import Counterexample, Finding
 from triton_conformance.model.spec import Spec
 
-__all__ = ["ExampleRunner", "Draw", "FindingClass", "Violation", "SearchOutcome", "search", "OUTSIDE_CONTRACT"]
+__all__ = ["ExampleRunner", "Draw", "FindingClass", "Violation", "SearchOutcome", "search", "run_one",
+           "OUTSIDE_CONTRACT"]
 
 # Draws a runner that judges inside the contract only did not run (SearchOutcome.not_run's key).
 OUTSIDE_CONTRACT = "outside the contract"
@@ -152,6 +153,32 @@ class SearchOutcome:
         self.asked += other.asked
 
 
+def run_one(context: Any, runner: ExampleRunner, spec: Spec) -> Finding | str:
+    """One example of a cell, the one way every example runs: the search's draws, the shrinker's candidates
+    and the error plot's sizes alike.
+
+    A spec over the memory cap is discarded unrun; the observer is told the example started (so a kernel
+    that kills the process is recorded with this spec) and how it ended; it runs as one example of the
+    cell's compile share (:func:`~.specializations.counted`); a discard is counted once, by the allowance,
+    and raised (:class:`~.discards.ExampleDiscarded`); an example run to a verdict is counted as run.
+    """
+    subject, cell, observer, allowance = context.subject, context.cell, context.observer, context.allowance
+    if not allowance.fits(subject.contract, spec):
+        allowance.discard(OVER_MEMORY)
+        raise ExampleDiscarded(OVER_MEMORY, "over the per-example memory cap")
+    observer.example_started(subject, cell, spec)
+    started = time.perf_counter()
+    try:
+        verdict = counted(context, spec, runner)
+    except ExampleDiscarded as exc:
+        allowance.discarded(exc)
+        observer.example_finished(subject, cell, spec, exc.reason, time.perf_counter() - started)
+        raise  # not a failure: the example needs what a budget cannot pay for (a kernel, a cost)
+    allowance.ran += 1
+    observer.example_finished(subject, cell, spec, verdict, time.perf_counter() - started)
+    return verdict
+
+
 def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: FindingClass | None = None,
            max_examples: int | None = None, shrink_calls: int | None = None) -> SearchOutcome:
     """Search ``draw``'s specs for one that ``runner`` finds breaks ``context.subject``'s contract.
@@ -160,13 +187,13 @@ def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: Findin
       sizes are not drawn (the search for a second finding);
     - ``max_examples`` / ``shrink_calls``: instead of the draw's or the profile's.
     """
-    subject, cell, observer, allowance = context.subject, context.cell, context.observer, context.allowance
+    subject, cell, allowance = context.subject, context.cell, context.allowance
     contract = subject.contract
     policy = context.policy
     outcome = SearchOutcome(asked=max_examples or draw.max_examples or policy.examples)
-    # repr(spec) -> its violation, for Hypothesis's replays; the shrinker only tries
+    # spec -> its violation, for Hypothesis's replays; the shrinker only tries
     # smaller specs, so the one added last is the best so far.
-    failures: dict[str, Violation] = {}
+    failures: dict[Spec, Violation] = {}
     shrink_calls = allowance.shrink_calls if shrink_calls is None else shrink_calls
     after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
 
@@ -174,9 +201,8 @@ def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: Findin
         return allowance.fits(contract, spec) and not (excluding is not None and excluding.excludes(spec))
 
     def probe(spec: Spec) -> None:
-        key = repr(spec)
-        if key in failures:
-            raise failures[key]  # a replay of a known failure: no need to run the kernel again
+        if spec in failures:
+            raise failures[spec]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
         if allowance.spent():
@@ -187,37 +213,31 @@ def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: Findin
             outcome.not_run[OUTSIDE_CONTRACT] += 1
             reject()
         if not allowance.fits(contract, spec):
-            allowance.discards[OVER_MEMORY] += 1
+            allowance.discard(OVER_MEMORY)
             reject()  # not run: it would need more memory than an example may take
         if allowance.steering:
             steered = in_compiled_class(context, spec, draw.keeps_class, admits)
             if steered is None:
-                allowance.discards[NO_COMPILED_CLASS] += 1
+                allowance.discard(NO_COMPILED_CLASS)
                 reject()  # the cell may compile no new class, and no compiled one holds this example
             outcome.steered += steered is not spec
             spec = steered
-        observer.example_started(subject, cell, spec)
         if failures:
             after_failure[0] += 1
-        started = time.perf_counter()
         classes_before = allowance.compiles.classes if allowance.steering else 0
         try:
-            verdict = counted(context, spec, runner)
-        except ExampleDiscarded as exc:
-            allowance.discarded(exc)
-            observer.example_finished(subject, cell, spec, exc.reason, time.perf_counter() - started)
-            reject()  # not a failure: the example needs what a budget cannot pay for (a kernel, a cost)
-        allowance.ran += 1
+            verdict = run_one(context, runner, spec)
+        except ExampleDiscarded:
+            reject()  # counted by the step; the search draws another
         if allowance.steering and allowance.compiles.classes == classes_before:
             outcome.reused += 1
-        observer.example_finished(subject, cell, spec, verdict, time.perf_counter() - started)
         if isinstance(verdict, Finding) and excluding is not None and excluding.same_bug(verdict, spec):
             outcome.counts["failed-as-first"] += 1  # the first finding's bug again
             return
         if isinstance(verdict, Finding):
             outcome.counts["failed"] += 1
-            failures[key] = Violation(verdict, spec)
-            raise failures[key]
+            failures[spec] = Violation(verdict, spec)
+            raise failures[spec]
         outcome.counts[verdict] += 1
 
     salt = draw.name + ("::second" if excluding is not None else "")

@@ -82,11 +82,11 @@ class SearchPolicy:
     interpreter_example_cost: int | None
 
     @classmethod
-    def of(cls, config: RunConfig, seed: int | None = None) -> "SearchPolicy":
-        """The policy of ``config`` (``seed``: the run's seed, instead of ``config.seed``)."""
+    def of(cls, config: RunConfig) -> "SearchPolicy":
+        """The policy of ``config``: its profile, and its seed (``config.seed``)."""
         p = config.profile
         return cls(examples=config.examples, shrink_calls=p.shrink_calls, derandomize=p.derandomize,
-                   run_seed=config.seed if seed is None else seed, database=p.database,
+                   run_seed=config.seed, database=p.database,
                    max_elements=p.max_elements, max_outer=p.max_outer, memory_cap=memory_cap(config.memory_cap),
                    compile_budget=config.compile_budget, interpreter_cost=p.interpreter_cost,
                    interpreter_example_cost=p.interpreter_example_cost)

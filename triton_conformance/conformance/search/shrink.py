@@ -24,8 +24,7 @@ from typing import Any
 
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.search.discards import ExampleDiscarded
-from triton_conformance.conformance.search.engine import Draw, ExampleRunner, FindingClass, Violation, search
-from triton_conformance.conformance.search.specializations import counted
+from triton_conformance.conformance.search.engine import Draw, ExampleRunner, FindingClass, Violation, run_one, search
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import Spec
 
@@ -66,11 +65,10 @@ def minimize_dims(subject: Any, spec: Spec, finding: Finding, fails: Callable[[S
 
 
 def _verdict(context: Any, runner: ExampleRunner, spec: Spec) -> Finding | str | None:
-    """``runner``'s verdict on ``spec`` as one of the cell's examples, or None if the allowance refuses it."""
-    if not context.allowance.fits(context.subject.contract, spec):
-        return None
+    """``runner``'s verdict on ``spec`` as one of the cell's examples (the search's one step), or None if the
+    allowance refuses it."""
     try:
-        return counted(context, spec, runner)
+        return run_one(context, runner, spec)
     except ExampleDiscarded:
         return None  # a candidate the budgets cannot pay for does not count as failing
 

@@ -31,19 +31,13 @@ from typing import Any
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import Spec, strides_for
+from triton_conformance.strategies import specialization_class
 
 __all__ = ["signature", "ClassBook", "BOOK", "steer", "size_class", "nearest_in_class", "in_compiled_class",
            "counted", "book_name"]
 
 _ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
              "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
-
-
-def _int_class(n: int) -> str:
-    """Triton's class for an int argument: ``"1"``, ``"16"`` (a multiple of 16) or ``"n"``."""
-    if n == 1:
-        return "1"
-    return "16" if n % 16 == 0 else "n"
 
 
 def _block(n: int) -> int:
@@ -53,7 +47,7 @@ def _block(n: int) -> int:
 
 def size_class(n: int) -> tuple[int, str]:
     """A dim's class: its power-of-two block and its int class."""
-    return _block(n), _int_class(n)
+    return _block(n), specialization_class(n)
 
 
 def signature(contract: Contract, spec: Spec) -> tuple:
@@ -65,7 +59,7 @@ def signature(contract: Contract, spec: Spec) -> tuple:
         strides, offset, _ = strides_for(shape, spec.layout(name))
         dtype = spec.dtypes.get(name, "")
         aligned = (offset * _ITEMSIZE.get(dtype, 4)) % 16 == 0
-        tensors.append((name, dtype, aligned, tuple(_int_class(s) if s else "0" for s in strides)))
+        tensors.append((name, dtype, aligned, tuple(specialization_class(s) if s else "0" for s in strides)))
     for name in sorted(set(spec.layouts) - set(contract.inputs)):  # a grad_output: its shape is the output's
         layout = spec.layouts[name]
         tensors.append((name, layout.kind, layout.perm, layout.steps, layout.broadcast, layout.pad % 16 == 0,
@@ -76,7 +70,7 @@ def signature(contract: Contract, spec: Spec) -> tuple:
         if kind == "bool":
             scalars.append((name, bool(value)))
         elif kind == "int":
-            scalars.append((name, _int_class(int(value))))
+            scalars.append((name, specialization_class(int(value))))
     return dims, tuple(tensors), tuple(scalars)
 
 
@@ -92,10 +86,10 @@ def nearest_in_class(n: int, target: tuple[int, str], lo: int, hi: int, *, upwar
         first = max(lo, 0)
     if first > last:
         return None
-    if kind == "1":
+    if kind == "one":
         return 1 if first <= 1 <= last else None
     m = min(max(n, first), last)
-    fits = (lambda v: v % 16 == 0 and v != 0) if kind == "16" else (lambda v: v != 1 and v % 16 != 0)
+    fits = (lambda v: v % 16 == 0 and v != 0) if kind == "div16" else (lambda v: v != 1 and v % 16 != 0)
     below = next((v for v in range(m, max(first, m - 16) - 1, -1) if fits(v)), None)
     above = next((v for v in range(m, min(last, m + 16) + 1) if fits(v)), None)
     if below is None or above is None:

@@ -36,7 +36,8 @@ import dataclasses
 from typing import Any
 
 from triton_conformance.conformance.kinds.autotune.probes import ProbeExamples, TunedExamples, key_probe, order_probe
-from triton_conformance.conformance.kinds.autotune.tuning import Tuning, config_name, quick_benchmarks, tuners_for
+from triton_conformance.conformance.kinds.autotune.discovery import tuners_for
+from triton_conformance.conformance.kinds.autotune.tuning import Tuning, config_name, quick_benchmarks
 from triton_conformance.conformance.kinds.base import CellContext, CellKind
 from triton_conformance.conformance.results import skipped
 from triton_conformance.conformance.search.cell import search_cell

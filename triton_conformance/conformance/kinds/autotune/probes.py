@@ -30,16 +30,16 @@ from typing import Any, ClassVar
 import torch
 
 from triton_conformance.conformance.battery.backward import run_gradient_example
-from triton_conformance.conformance.battery.forward import run_example
-from triton_conformance.conformance.battery.launching import launch, outputs_of
+from triton_conformance.conformance.battery.checks import Run, differing_outputs
+from triton_conformance.conformance.battery.forward import call_example, run_example
 from triton_conformance.conformance.battery.runners import BackwardExamples
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning
 from triton_conformance.conformance.results import counterexample
+from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.conformance.search.discards import ExampleDiscarded
 from triton_conformance.model.outcomes import Counterexample, Finding
 from triton_conformance.model.spec import Spec
-from triton_conformance.strategies._internal.tensors import build_inputs
 
 __all__ = ["TunedExamples", "ProbeExamples", "order_probe", "key_probe", "prime_sizes"]
 
@@ -85,23 +85,13 @@ class ProbeExamples:
         return counterexample(self.context.subject, spec)
 
 
-def _launch_outputs(subject: Any, spec: Spec, backend: Any) -> tuple[Any, dict, tuple]:
-    """Build ``spec``'s inputs (the nan sentinel) and call the launcher once: (inputs, before, outputs)."""
-    built = build_inputs(subject.contract, spec, sentinel="nan", device=backend.device)
-    before = {n: built.views[n].clone() for n in subject.contract.inplace}
-    raw = launch(subject, built.views, spec.scalars)
-    outputs = tuple(o.detach().clone() if hasattr(o, "detach") else o
-                    for o in outputs_of(subject, raw, built.views))
-    backend.synchronize()
-    return built, before, outputs
-
-
-def _same_bits(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(
-            torch.nan_to_num(a.float(), nan=7.25), torch.nan_to_num(b.float(), nan=7.25))) and bool(
-            torch.equal(a.float().isnan(), b.float().isnan()))
-    return a == b
+def _tuned_run(subject: Any, spec: Spec, backend: Any) -> Run:
+    """One launch through the battery (guarded, poisoned, the nan sentinel); its error raised. The probes'
+    launches are not metered: a probe is one example of however many tuned launches it needs."""
+    run = call_example(subject, spec, backend, Allowance())
+    if run.error is not None:
+        raise run.error
+    return run
 
 
 def order_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
@@ -112,25 +102,26 @@ def order_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
     for order in ("forward", "reversed"):
         tuning.order = order
         try:
-            built, before, outputs = _launch_outputs(subject, spec, context.backend)
+            run = _tuned_run(subject, spec, context.backend)
         except ExampleDiscarded:
             raise
         except Exception as exc:  # noqa: BLE001 - the kernel's own error, in one order
             return Finding("crash", "exception", f"with the benchmark run {order}: {type(exc).__name__}: {exc}")
         benched = {t.base_fn.__name__: tuning.benchmarked.get(id(t)) for t in tuning.tuners}
-        runs[order] = (built, before, outputs, benched)
-    (_, _, first, b1), (built, before, second, b2) = runs["forward"], runs["reversed"]
-    differ = [i for i, (a, b) in enumerate(zip(first, second)) if not _same_bits(a, b)]
+        runs[order] = (run, benched)
+    (first, b1), (second, b2) = runs["forward"], runs["reversed"]
+    differ = differing_outputs(first, second)
     if differ and context.subject.contract.deterministic:
         i = differ[0]
-        a, b = first[i], second[i]
+        a, b = first.outputs[i], second.outputs[i]
         diff = (a.double() - b.double()).abs().nan_to_num(nan=float("inf")) if isinstance(a, torch.Tensor) else None
         return Finding("wrong", "config-order-dependent",
                        f"output {i} differs when the tuning benchmark runs its configs in another order (the same "
                        f"winner, {tuning.ran}): benchmarked {b1} then {b2}; max |difference| "
                        f"{float(diff.max()) if diff is not None and diff.numel() else 'n/a'}",
                        {"orders": {"forward": b1, "reversed": b2}})
-    wrong = context.judge.compare({**built.views, **before}, spec.dims, spec.dtypes, spec.scalars, second)
+    wrong = context.judge.compare({**second.built.views, **second.before}, spec.dims, spec.dtypes, spec.scalars,
+                                  second.outputs)
     if wrong is not None:
         return replace(wrong, message=f"with the benchmark run in reverse ({b2}): {wrong.message}")
     return None
@@ -177,7 +168,7 @@ def _survivors_at(context: Any, tuning: Tuning, subject: Any, spec: Spec) -> dic
     tuning.policy, tuning.clear_cache, tuning.avoid = "choose", True, {}
     tuning.survivors.clear()
     try:
-        _launch_outputs(subject, spec, context.backend)
+        _tuned_run(subject, spec, context.backend)
     except ExampleDiscarded:
         raise
     except Exception:  # noqa: BLE001 - the drawn shape's own failure is another cell's finding
@@ -194,7 +185,7 @@ def _reuse_at(context: Any, tuning: Tuning, subject: Any, spec: Spec, prime: Spe
         tuning.survivors.clear()
         tuning.chosen.clear()
         try:
-            _launch_outputs(subject, prime, context.backend)
+            _tuned_run(subject, prime, context.backend)
         except ExampleDiscarded:
             raise
         except Exception:  # noqa: BLE001 - the priming shape's own failure is another cell's finding

@@ -1,0 +1,334 @@
+"""The tolerance's calibration over torch's whole float OpInfo database, each op declared generically.
+
+    python bench/opdb_calibration.py --list                       # which ops are declared, and why others are not
+    python bench/opdb_calibration.py --seeds 1                    # every declared op, one fresh nightly seed
+    python bench/opdb_calibration.py --minutes 50 --shard 1/2     # as many seeds as fit, half the ops
+    python bench/opdb_calibration.py --seed 123 --ops sinc --cells values:
+
+``tests/calibration/`` declares a few torch ops by hand.  A tolerance is right
+only when it holds for the op nobody declared by hand, so here every operation
+of ``torch.testing._internal.common_methods_invocations.op_db`` whose sample
+inputs are float tensors of rank 1 to 3 becomes a subject with one generic
+declaration, the same for every op:
+
+- its tensors (the sample's input and tensor arguments) are inputs, with the
+  OpInfo's float dtypes (one dtype for all), ``layouts="any"``, and the OpInfo's
+  domain as the first input's value range; its other arguments are fixed;
+- its dims are the sample's distinct sizes (size 1 stays 1), each a ``Dim``
+  whose range depends on the largest rank it appears in;
+- the launcher is the op in the input dtype, the oracle the same op in float64;
+  only the op's float outputs are compared;
+- a backward (``backward=True``, grad_output shaped as the output) where the
+  OpInfo supports autograd in every declared dtype and the output's shape is
+  made of the dims.
+
+Nothing is tuned per op: no ``accumulate=``, no ``Tolerance``, no ``reduces=``.
+An op whose declaration cannot be generic is left out with its reason (random
+output, a shape fixed by its other arguments, values it needs that random draws
+lack), and ``--list`` prints them.  Each failing cell is printed with its
+precision verdict where the judge gives one and the line that replays it; the
+summary counts operations, cells, failures, and the failures no precision
+verdict explains.  Exits 1 if any cell failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import random
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PASSING = ("honoured", "rejected", "accepted", "skipped")
+FLOATS = ("float16", "bfloat16", "float32")
+# A dim's range by the largest rank it appears in: a rank-3 input of 48^3 is 110k elements.
+DIM_MAX = {1: 4096, 2: 256, 3: 48}
+SYMBOLS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+
+
+def op_label(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def subject_name(op) -> str:
+    return "op_" + "".join(c if c.isalnum() else "_" for c in op_label(op))
+
+
+def _sample(op, torch):
+    """The op's first sample whose tensors are all float32, of rank 1-3, none empty, none inside a list."""
+    for s in op.sample_inputs("cpu", torch.float32, requires_grad=False):
+        if not isinstance(s.input, torch.Tensor):
+            continue
+        if any(isinstance(v, torch.Tensor) for v in s.kwargs.values()):
+            continue
+        if any(isinstance(a, (list, tuple)) and any(isinstance(b, torch.Tensor) for b in a) for a in s.args):
+            continue
+        tensors = [a for a in (s.input, *s.args) if isinstance(a, torch.Tensor)]
+        if all(t.dtype == torch.float32 and 1 <= t.dim() <= 3 and t.numel() > 0 for t in tensors):
+            return s
+    return None
+
+
+UNINITIALIZED = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "resize_",
+                 "resize_as_"}
+
+
+def _aten_calls(fn, torch) -> set:
+    """The aten overloads ``fn`` dispatches to (a dispatch mode records them), whatever the OpInfo wraps."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    called = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            called.add(func)
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        fn()
+    return called
+
+
+def _float_outputs(out, torch) -> tuple | None:
+    """The float tensors among an op's outputs (None if there are none)."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    floats = tuple(o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point())
+    return floats or None
+
+
+class Declaration:
+    """One op's generic declaration, or the reason it has none (``skip``)."""
+
+    def __init__(self, op, torch, device: str) -> None:
+        self.op, self.label, self.skip = op, op_label(op), None
+        self.dtypes = tuple(d for d in FLOATS if getattr(torch, d) in op.supported_dtypes(device))
+        if not self.dtypes:
+            self.skip = "no float16, bfloat16 or float32 dtype"
+            return
+        sample = _sample(op, torch)
+        if sample is None:
+            self.skip = "no sample of float tensors of rank 1-3"
+            return
+        self.args = [a if isinstance(a, torch.Tensor) else ("fixed", a) for a in (sample.input, *sample.args)]
+        self.kwargs = dict(sample.kwargs)
+        self.positions = [i for i, a in enumerate(self.args) if isinstance(a, torch.Tensor)]
+        self.names = [f"x{i}" for i in range(len(self.positions))]
+        sizes = sorted({n for i in self.positions for n in self.args[i].shape if n != 1})
+        self.symbol = {n: SYMBOLS[k] for k, n in enumerate(sizes[:len(SYMBOLS)])}
+        if len(sizes) > len(SYMBOLS):
+            self.skip = "more distinct sizes than dim symbols"
+            return
+        self.shapes = [tuple(self.symbol.get(n, "ONE") for n in self.args[i].shape) for i in self.positions]
+        rank = collections.defaultdict(int)
+        for shape in self.shapes:
+            for s in shape:
+                rank[s] = max(rank[s], len(shape))
+        self.dim_max = {s: (1 if s == "ONE" else DIM_MAX[r]) for s, r in rank.items()}
+        self.domain = tuple(getattr(op, "domain", (None, None)) or (None, None))
+        self.skip = self._probe(torch)
+
+    def call(self, tensors, torch):
+        args = list(self.args)
+        for i, t in zip(self.positions, tensors):
+            args[i] = t
+        args = [a[1] if isinstance(a, tuple) and len(a) == 2 and a[0] == "fixed" else a for a in args]
+        return _float_outputs(self.op.op(*args, **self.kwargs), torch)
+
+    def _draw(self, dims, dtype, torch, generator):
+        tensors = []
+        for k, shape in enumerate(self.shapes):
+            t = torch.randn(tuple(dims[s] for s in shape), generator=generator, dtype=torch.float64)
+            if k == 0:
+                lo, hi = self.domain
+                if lo is not None or hi is not None:
+                    lo = -8.0 if lo is None else lo
+                    hi = 8.0 if hi is None else hi
+                    t = lo + (hi - lo) * torch.rand(t.shape, generator=generator, dtype=torch.float64)
+            tensors.append(t.to(dtype))
+        return tensors
+
+    def _probe(self, torch) -> str | None:
+        """Why the declaration is not generic, or None: the op at other sizes, in float32 and float64."""
+        generator = torch.Generator().manual_seed(0)
+        shapes_out = None
+        for attempt in range(3):
+            dims = {s: (1 if m == 1 else min(m, 5 + 7 * attempt + 3 * k))
+                    for k, (s, m) in enumerate(sorted(self.dim_max.items()))}
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    x32 = self._draw(dims, torch.float32, torch, generator)
+                    low = self.call(x32, torch)
+                    again = self.call([t.clone() for t in x32], torch)
+                    high = self.call([t.double() for t in x32], torch)
+            except Exception as exc:  # noqa: BLE001 - any error: the sample's fixed arguments need its sizes
+                return f"fails at other sizes ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
+            if low is None or high is None or len(low) != len(high):
+                return "no float output"
+            if any(a.shape != b.shape for a, b in zip(low, high)):
+                return "float64 output shaped otherwise"
+            if any(not torch.equal(a.nan_to_num(nan=0.5), b.nan_to_num(nan=0.5)) for a, b in zip(low, again)):
+                return "random output"
+            called = _aten_calls(lambda x=x32: self.call([t.clone() for t in x], torch), torch)
+            if any(torch.Tag.nondeterministic_seeded in f.tags for f in called):
+                return "random output (an op tagged nondeterministic_seeded)"
+            if any(f.name().split("::")[-1].split(".")[0] in UNINITIALIZED for f in called):
+                return "returns uninitialized memory"
+            if any(o.dtype != torch.float32 for o in low):
+                return "output dtype is not the input's"
+            by_size = {v: s for s, v in dims.items() if v != 1}
+            shape = tuple(tuple(by_size.get(n, "ONE" if n == 1 else None) for n in o.shape) for o in low)
+            shapes_out = shape if shapes_out in (None, shape) else "varies"
+        self.output = shapes_out[0] if shapes_out != "varies" and None not in shapes_out[0] else None
+        return None
+
+    def register(self, torch):
+        from triton_conformance import Dim, Tensor, register
+
+        lo, hi = self.domain
+        inputs = {}
+        for k, (name, shape) in enumerate(zip(self.names, self.shapes)):
+            extra = {}
+            if k == 0 and (lo is not None or hi is not None):
+                extra["value_range"] = (-8.0 if lo is None else float(lo), 8.0 if hi is None else float(hi))
+            if k > 0:
+                extra["same_dtype_as"] = self.names[0]
+            else:
+                extra["dtypes"] = self.dtypes
+            inputs[name] = Tensor(shape, layouts="any", **extra)
+        dims = {s: Dim(1, m) for s, m in self.dim_max.items()}
+        backward = None
+        op = self.op
+        # grad_output is shaped by dims: an output dim of 1 that no input has cannot be declared.
+        if (self.output is not None and set(self.output) <= set(dims) and op.supports_autograd
+                and all(getattr(torch, d) in op.supported_backward_dtypes("cpu") for d in self.dtypes)):
+            from triton_conformance import Backward
+            backward = Backward(output=self.output)
+
+        def launcher(**tensors):
+            out = self.call([tensors[n] for n in self.names], torch)
+            return out[0] if len(out) == 1 else out
+
+        def oracle(**tensors):
+            out = self.call([tensors[n] for n in self.names], torch)
+            return out[0] if len(out) == 1 else out
+
+        launcher.__name__ = oracle.__name__ = subject_name(op)
+        return register(launcher, name=subject_name(op), family="opdb", inputs=inputs, dims=dims, oracle=oracle,
+                        backward=backward, module=__name__)
+
+
+def declarations(device: str, wanted: list[str]):
+    import torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.testing._internal.common_methods_invocations import op_db
+    for op in op_db:
+        if wanted and not any(w == op_label(op) or w == op.name for w in wanted):
+            continue
+        try:
+            yield Declaration(op, torch, device)
+        except Exception as exc:  # noqa: BLE001 - a sample the OpInfo cannot make here
+            d = Declaration.__new__(Declaration)
+            d.label, d.skip = op_label(op), f"its samples fail ({type(exc).__name__})"
+            yield d
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", action="store_true", help="print the declared ops and the others' reasons")
+    parser.add_argument("--seeds", type=int, default=1, help="how many fresh seeds (default 1)")
+    parser.add_argument("--seed", type=int, action="append", default=[], help="run this seed (repeatable)")
+    parser.add_argument("--minutes", type=float, default=None, help="stop starting cells after this long")
+    parser.add_argument("--profile", default="nightly")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--ops", default="", help="comma-separated op names (name or name.variant)")
+    parser.add_argument("--cells", default="", help="comma-separated prefixes of cell names (e.g. grad:,values:)")
+    parser.add_argument("--shard", default="1/1", help="K/N: every N-th declared op from the K-th")
+    args = parser.parse_args()
+    try:
+        k, n = (int(v) for v in args.shard.split("/"))
+        assert 1 <= k <= n
+    except (ValueError, AssertionError):
+        parser.error(f"--shard={args.shard!r}: expected K/N with 1 <= K <= N")
+
+    import torch
+
+    decls = list(declarations(args.device, [w for w in args.ops.split(",") if w]))
+    declared = [d for d in decls if d.skip is None][k - 1::n]
+    skipped = collections.Counter(d.skip.split(" (")[0] for d in decls if d.skip is not None)
+    print(f"{len(decls)} float ops of op_db considered, {len([d for d in decls if d.skip is None])} declared "
+          f"(this shard: {len(declared)}); left out: " + ", ".join(f"{r} {c}" for r, c in skipped.most_common()))
+    if args.list:
+        for d in decls:
+            print(f"  {d.label:45s} {'declared' if d.skip is None else d.skip}"
+                  + (f"  dims {d.dim_max} dtypes {d.dtypes}" if d.skip is None else ""))
+        return 0
+    if not declared:
+        parser.error(f"--ops={args.ops!r} declares no op")
+
+    from triton_conformance.conformance.backend import Backend, current_backend
+    from triton_conformance.conformance.kinds.base import cells_for
+    from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.model.config import run_config
+
+    subjects = [(d, d.register(torch)) for d in declared]
+    prefixes = tuple(c for c in args.cells.split(",") if c)
+    backend = current_backend("cuda") if args.device == "cuda" else Backend(name="interpreter")
+    seeds = list(args.seed) or [random.SystemRandom().randrange(2**32) for _ in range(args.seeds)]
+    start = time.perf_counter()
+    cells, failures, verdicts, stopped = 0, [], collections.Counter(), False
+    ops_run = set()
+    for seed in seeds:
+        config = run_config(profile=args.profile, seed=seed, device="cuda" if args.device == "cuda" else "interpreter")
+        t0, failed_here = time.perf_counter(), 0
+        for decl, subj in subjects:
+            for cell in cells_for(subj):
+                if prefixes and not cell.startswith(prefixes):
+                    continue
+                if args.minutes is not None and time.perf_counter() - start > args.minutes * 60:
+                    stopped = True
+                    break
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    result = run_cell(subj, cell, backend=backend, config=config)
+                cells += 1
+                ops_run.add(decl.label)
+                if result.outcome in PASSING:
+                    continue
+                precision = (result.details or {}).get("precision")
+                verdicts[_precision_line(precision)] += 1
+                failed_here += 1
+                failures.append((seed, decl.label, cell, result, precision))
+                print(f"  {decl.label}[{cell}] {result.outcome} ({result.finding}): {result.message[:300]}",
+                      flush=True)
+                print(f"    replay: python bench/opdb_calibration.py --seed {seed} --ops {decl.label} "
+                      f"--cells {cell}", flush=True)
+            if stopped:
+                break
+        print(f"seed {seed:10d}: {failed_here} failing cells, {time.perf_counter() - t0:.0f} s", flush=True)
+        if stopped:
+            print(f"  (stopped at --minutes {args.minutes})")
+            break
+    unexplained = sum(1 for *_, p in failures if not p)
+    print(f"\n{len(ops_run)} operations, {cells} cells, {len(failures)} failing, {unexplained} with no precision "
+          f"verdict ({(time.perf_counter() - start) / 60:.1f} min)")
+    for line, count in verdicts.most_common():
+        print(f"  {count:5d}  {line}")
+    return 1 if failures else 0
+
+
+def _precision_line(precision) -> str:
+    if not precision:
+        return "no precision verdict"
+    if isinstance(precision, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(precision.items()) if k in ("achieved", "claimed"))
+    return str(precision)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,6 +30,7 @@ from importlib.metadata import entry_points
 
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.fleet.command import add_fleet_parser, fleet
+from triton_conformance.history.command import add_history_parser, history_command
 from triton_conformance.model.cells import cell_id, split_cell_id
 from triton_conformance.options import (
     EXIT_FAILED,
@@ -67,6 +68,8 @@ examples:
   triton-conformance merge shard*.json -o results.json        the shards into the whole run
   triton-conformance merge cpu.json h200.json -o matrix.json  a cross-device matrix, divergences listed
   triton-conformance fleet --address auto --devices interpreter,H200 --shards 4   shards on a Ray cluster
+  triton-conformance history new                   what went red since the last green run (history trend,
+                                                   flaky, first-bad, slower: see history --help)
 
 Every run option is also a pytest flag --conformance-NAME, an ini option
 conformance_NAME and an environment variable CONFORMANCE_NAME.
@@ -135,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="print the diff as JSON instead of text")
 
     add_fleet_parser(sub)
+    add_history_parser(sub)
     merge = sub.add_parser(
         "merge", help="merge results files: the shards of a run, or runs on several devices into one matrix",
         description="Merge results files into one: the shards of one run (--shard K/N) into the whole run, or "
@@ -411,7 +415,8 @@ def _replay(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     commands = {"run": _run, "nightly": _nightly, "show": _show, "report": _report, "diff": _diff,
-                "replay": _replay, "merge": _merge, "fleet": _fleet}
+                "replay": _replay, "merge": _merge, "fleet": _fleet,
+                "history": history_command}
     try:
         code = commands[args.command](args)
         sys.stdout.flush()  # a reader that went away is found here, not at exit

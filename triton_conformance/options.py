@@ -44,6 +44,9 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
     ("canary", "on", ("on", "off"),
      "run a few canary kernels on the chosen back end before any cell, and stop with a usage error if one "
      "fails (the environment, not the kernels, is broken); off skips them"),
+    ("history", ".conformance/history.sqlite", None,
+     "the results history every run is recorded in: a SQLite path (relative to the rootdir), a "
+     "postgresql:// URL for runs on many machines, or none"),
 )
 # Options that may be given bare: the flag alone means this value.
 BARE = {"sanitizer": "memcheck", "shard-durations": "results"}

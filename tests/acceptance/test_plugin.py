@@ -90,6 +90,7 @@ def test_plugin_import_does_not_import_torch_or_triton(pytester: pytest.Pytester
             assert "triton_conformance.plugin" in sys.modules
             assert "torch" not in sys.modules
             assert "triton" not in sys.modules
+            assert "sqlalchemy" not in sys.modules  # the history loads it when a run is recorded
     ''')
     result = pytester.runpytest_subprocess("-p", "no:randomly")
     result.assert_outcomes(passed=1)

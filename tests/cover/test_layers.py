@@ -19,10 +19,12 @@ ALLOWED = {
     "strategies": {"strategies", "model"},
     "oracles": {"oracles", "model"},
     "reports": {"reports", "model"},
+    "history": {"history", "model"},
     "compat": {"compat", "model"},
     "conformance": {"conformance", "model", "strategies", "oracles", "compat"},
     "workers": {"workers", "conformance", "model", "strategies", "oracles", "compat"},
-    "plugin": {"plugin", "workers", "conformance", "model", "strategies", "oracles", "reports", "compat"},
+    "plugin": {"plugin", "workers", "conformance", "model", "strategies", "oracles", "reports", "compat",
+               "history"},
 }
 SHARED = {"errors", "options", "__init__"}
 

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import random
 import sys
+import time
 
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.fleet import plan_tasks, run_fleet
@@ -21,7 +22,8 @@ from triton_conformance.reports.results_json import write_results
 __all__ = ["FLEET_SKIP", "add_fleet_parser", "fleet"]
 
 
-FLEET_SKIP = {"shard", "device", "device-label", "results"}  # set per shard by the fleet itself
+# Set per shard by the fleet itself; the history is recorded once, by the fleet, from the merged matrix.
+FLEET_SKIP = {"shard", "device", "device-label", "results", "history"}
 
 
 def add_fleet_parser(sub) -> argparse.ArgumentParser:  # noqa: ANN001
@@ -53,7 +55,7 @@ def add_fleet_parser(sub) -> argparse.ArgumentParser:  # noqa: ANN001
                         help="where each shard's results are written as it finishes [default: beside --output]")
     parser.add_argument("--faults", default=None, help=argparse.SUPPRESS)  # tests: kill attempts (fleet/tasks.py)
     for name, _default, choices, _ in OPTIONS:
-        if name in FLEET_SKIP:
+        if name in FLEET_SKIP - {"history"}:
             continue
         kwargs = {"dest": f"conformance_{key(name)}", "default": None, "help": help_for(name)}
         if choices:
@@ -86,6 +88,7 @@ def fleet(args: argparse.Namespace, html_path: str) -> int:
         if value is not None:
             argv.append(f"--{name}={value}")
     collect = [a.replace("--", "--conformance-", 1) for a in argv]
+    argv.append("--history=none")
     durations = None
     if args.conformance_shard_durations:
         from triton_conformance.plugin.shards import read_durations
@@ -107,6 +110,7 @@ def fleet(args: argparse.Namespace, html_path: str) -> int:
     workdir = args.workdir or os.path.join(os.path.dirname(os.path.abspath(args.output)), "fleet-shards")
     print(f"fleet: {len(tasks)} tasks ({len(devices)} device(s) x {args.shards} shards) on "
           f"{args.address or 'a local Ray instance'}; shards in {workdir}", flush=True)
+    started = time.time()
     out = run_fleet(tasks, argv=argv, workdir=workdir, address=args.address, init=init, faults=args.faults,
                     collect_argv=collect, durations=durations, ship=args.ship,
                     log=lambda line: print(line, flush=True))
@@ -116,6 +120,9 @@ def fleet(args: argparse.Namespace, html_path: str) -> int:
         return EXIT_USAGE
 
     out.document["fleet"] = {"tasks": [t.key for t in tasks], "attempts": out.attempts, "lost": out.lost}
+    history = _record(args, out.document, started)
+    if history is not None:
+        out.document["history"] = history
     write_results(args.output, out.document)
     for line in out.document["merged"]["missing_shards"]:
         print(f"triton-conformance fleet: warning: {line}", file=sys.stderr)
@@ -127,3 +134,17 @@ def fleet(args: argparse.Namespace, html_path: str) -> int:
     # As run: 1 when a cell fails (known bugs aside) or a shard was lost, 0 otherwise.
     failing = any(r["outcome"] in FAILING and not r.get("expected_failure") for r in out.document["results"])
     return 1 if out.lost or failing else 0
+
+
+def _record(args: argparse.Namespace, document: dict, started: float) -> dict | None:
+    """Record the merged matrix in the history (one run per device); its history section, or None."""
+    from triton_conformance.history.location import HistoryError, history_url
+    from triton_conformance.plugin.history import record_run
+
+    value = args.conformance_history or os.environ.get("CONFORMANCE_HISTORY")
+    try:
+        url = history_url(value, os.getcwd(), "--history")
+    except HistoryError as exc:
+        print(f"triton-conformance fleet: {exc}", file=sys.stderr)
+        return None
+    return None if url is None else record_run(url, document, started=started, root=os.getcwd())

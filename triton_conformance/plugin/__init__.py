@@ -234,6 +234,17 @@ def _shard(config: pytest.Config, results: str, controller: bool):  # noqa: ANN2
     return shard, read_durations(path, where), f"durations in {path}"
 
 
+def _history(config: pytest.Config) -> str | None:
+    """The history database's URL (None: off); a bad value is a usage error now, not at the end of the run."""
+    from triton_conformance.history.location import HistoryError, history_url
+
+    value, where = _option(config, "history")
+    try:
+        return history_url(value, str(config.rootpath), where)
+    except HistoryError as exc:
+        raise ConformanceUsageError(str(exc)) from None
+
+
 def _fresh(config: pytest.Config) -> bool:
     flag = config.getoption("conformance_fresh")
     return bool(flag) if flag is not None else bool(config.getini("conformance_fresh"))
@@ -279,6 +290,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                      cells=config.getoption("conformance_cell"))
         session.shard, session.durations, session.balance = _shard(config, results, controller)
         session.device_label = _option(config, "device-label")[0]
+        session.history_url = _history(config) if controller else None
         session.load_subjects()
         session.check_selection()
     except (ConformanceUsageError, InvalidContract) as exc:

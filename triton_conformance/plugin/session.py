@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +35,7 @@ from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.reports.combine import update_results
 from triton_conformance.reports.findings import finding_groups
 from triton_conformance.reports.results_json import environment, results_document, write_results
+from triton_conformance.reports.history_view import history_line
 from triton_conformance.reports.terminal import matrix_lines, slowest_lines
 from triton_conformance.workers.executor import CellExecutor
 
@@ -102,6 +104,9 @@ class ConformanceSession:
         self.turns = None  # workers.gpus.GpuTurns of this worker's GPU when other workers share it, else None
         self._plan: dict[str, int] | None = None
         self.worker_deaths = WorkerDeaths()  # controller: pytest workers that died mid-cell, per cell
+        self.history_url: str | None = None  # --conformance-history as a database URL; None: not recorded
+        self.history: dict | None = None  # the results document's history section, once recorded
+        self.started = time.time()
 
     # -- the cells ------------------------------------------------------
     def cells(self) -> dict[str, tuple[str, str]]:
@@ -290,6 +295,8 @@ class ConformanceSession:
                                         f"recorded as the crash cell {cell_id(failure.module, IMPORT_CELL)}",
                                         red=True)
         terminalreporter.write_line(f"results: {self.results_path}")
+        if self.history is not None:
+            terminalreporter.write_line(history_line(self.history))
         if self.run.seed is not None:
             terminalreporter.write_line(f"reproduce this run with --conformance-seed={self.run.seed}")
         rerun = self.rerun_commands()
@@ -348,4 +355,11 @@ class ConformanceSession:
             self.results_path += ".new"
             print(f"triton-conformance: {exc}; this run's results went to {self.results_path}", file=sys.stderr)
             previous = None
-        write_results(self.results_path, update_results(previous, document))
+        if self.history_url is not None:
+            from triton_conformance.plugin.history import record_run
+
+            self.history = record_run(self.history_url, document, started=self.started, root=str(self.config.rootpath))
+        merged = update_results(previous, document)
+        if self.history is not None:
+            merged["history"] = self.history
+        write_results(self.results_path, merged)

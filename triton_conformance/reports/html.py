@@ -36,6 +36,7 @@ from triton_conformance.reports.html_devices import divergence_section as _diver
 from triton_conformance.reports.html_devices import devices_header as _devices_header
 from triton_conformance.reports.html_devices import key as _key
 from triton_conformance.reports.html_findings import failing_section
+from triton_conformance.reports.history_view import history_table_html, new_since_green_html
 from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["render_html", "write_html"]
@@ -330,7 +331,8 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
     families = sorted({r.get("family") or r["subject"] for r in results})
     subjects = len({r["subject"] for r in results})
     cells = catalogue.sorted(r["cell"] for r in results)
-    body = [_header(document), "<main>", _summary(results, subjects, len(devices or ()))]
+    body = [_header(document), "<main>", _summary(results, subjects, len(devices or ())),
+            new_since_green_html(document)]
     if results:
         body.append(failing_section(results, catalogue, lambda r, text: _link(r, text, ids)))
     if cross:
@@ -339,7 +341,7 @@ def render_html(document: dict[str, Any], *, baseline: dict[str, Any] | None = N
         body.append(_diff_section(diff, ids))
     if results:
         body += [_filters(families, devices), _matrix(results, ids, marks, cells, catalogue, devices, found),
-                 _performance_section(results, ids), _legend(cells, catalogue)]
+                 _performance_section(results, ids), history_table_html(document), _legend(cells, catalogue)]
     else:
         body.append('<section><p class="muted">This results file holds no cells.</p></section>')
     body.append("</main>")

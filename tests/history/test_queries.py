@@ -1,0 +1,167 @@
+"""What the history answers, over runs recorded here: trend, new since green, flaky, slower, first-bad (in a
+scratch git repository), the CLI's JSON, and the report's history section."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from triton_conformance.history import queries
+from triton_conformance.history.bisect import first_bad
+from triton_conformance.history.section import history_section
+from triton_conformance.history.store import HistoryStore
+
+
+def _doc(outcomes: dict[str, str], *, device: str = "interpreter", durations: dict | None = None,
+         details: dict | None = None) -> dict:
+    results = []
+    for name, outcome in outcomes.items():
+        subject, _, cell = name.partition("|")
+        failing = outcome not in ("honoured", "rejected", "skipped", "accepted")
+        results.append({"subject": subject, "family": subject, "cell": cell, "outcome": outcome,
+                        "finding": "mismatch" if failing else None, "reproducer": "raise SystemExit(1)" if failing
+                        else None, "duration_s": (durations or {}).get(name, 1.0), "compiles": 2,
+                        "details": (details or {}).get(name, {})})
+    return {"environment": {"device": device, "device_label": device, "seed": 7}, "results": results}
+
+
+@pytest.fixture
+def store(store_url: str):  # noqa: ANN201
+    with HistoryStore(store_url) as s:
+        yield s
+
+
+def test_new_since_green_names_new_failures_passes_and_changed_findings(store: HistoryStore) -> None:
+    store.record(_doc({"a|x": "honoured", "a|y": "honoured", "b|z": "wrong"}), git={"commit": "c1"}, started=1)
+    green = store.record(_doc({"a|x": "honoured", "a|y": "honoured"}), git={"commit": "c2"}, started=2)
+    store.record(_doc({"a|x": "wrong"}, device="H200"), git={"commit": "c3"}, started=3)  # another device
+    store.record(_doc({"a|x": "unsafe", "a|y": "honoured", "b|z": "honoured"}), git={"commit": "c4"}, started=4)
+    out = queries.new_since_green(store, device="interpreter")
+    assert out["baseline"]["id"] == green
+    assert [e["cell"] for e in out["new_failures"]] == ["a[x]"]
+    assert out["new_failures"][0]["then"]["outcome"] == "honoured"
+    assert out["new_passes"] == [] and out["changed_findings"] == []
+    h200 = queries.new_since_green(store, device="H200")
+    assert h200["baseline"] is None and [e["cell"] for e in h200["new_failures"]] == ["a[x]"]
+
+
+def test_trend_lists_the_last_runs_oldest_first(store: HistoryStore) -> None:
+    for i, outcome in enumerate(["honoured", "wrong", "honoured", "crash"]):
+        store.record(_doc({"a|x": outcome, "a|y": "honoured"}), git={"commit": f"c{i}"}, started=i)
+    out = queries.trend(store, "a[x]", last=3)
+    assert [r["commit"] for r in out["runs"]] == ["c1", "c2", "c3"]
+    assert [c["outcome"] for c in out["cells"]["a[x]"]] == ["wrong", "honoured", "crash"]
+    assert set(queries.trend(store, "a", last=2)["cells"]) == {"a[x]", "a[y]"}
+
+
+def test_flaky_counts_flips_at_one_commit_and_flags_a_stochastic_rate_above_its_declared_one(
+        store: HistoryStore) -> None:
+    stochastic = {"d|rate": {"alpha_check": 0.01, "tests": [{}, {}]}}  # declared rate 0.02
+    for i in range(10):
+        store.record(_doc({"a|x": "wrong" if i == 3 else "honoured", "d|rate": "wrong" if i < 2 else "honoured",
+                           "a|y": "honoured"}, details=stochastic), git={"commit": "same"}, started=i)
+    store.record(_doc({"a|y": "wrong"}), git={"commit": "other"}, started=20)  # alone at its commit: no flake
+    rows = {r["cell"]: r for r in queries.flaky(store)}
+    assert set(rows) == {"a[x]", "d[rate]"}
+    assert (rows["a[x]"]["flips"], rows["a[x]"]["runs"], rows["a[x]"]["flagged"]) == (1, 10, True)
+    assert rows["d[rate]"]["false_positive_rate"] == pytest.approx(0.02)
+    assert rows["d[rate]"]["rate"] == pytest.approx(0.2) and rows["d[rate]"]["flagged"]
+    everything = {r["cell"] for r in queries.flaky(store, include_stable=True)}
+    assert "a[y]" in everything
+
+
+def test_a_stochastic_cell_flipping_at_its_declared_rate_is_not_flagged(store: HistoryStore) -> None:
+    declared = {"d|rate": {"alpha_check": 0.05, "tests": [{}, {}]}}  # 0.1
+    for i in range(20):
+        store.record(_doc({"d|rate": "wrong" if i == 0 else "honoured"}, details=declared),
+                     git={"commit": "same"}, started=i)
+    (row,) = queries.flaky(store)
+    assert row["rate"] == pytest.approx(0.05) and not row["flagged"]
+
+
+def test_slower_finds_a_duration_or_compile_count_past_the_threshold(store: HistoryStore) -> None:
+    for i in range(5):
+        store.record(_doc({"a|x": "honoured", "a|y": "honoured"}), git={"commit": f"c{i}"}, started=i)
+    store.record(_doc({"a|x": "honoured", "a|y": "honoured"}, durations={"a|x": 4.0, "a|y": 1.2}),
+                 git={"commit": "c9"}, started=9)
+    rows = queries.slower(store, threshold=1.5)
+    assert [(r["cell"], r["what"], r["median"]) for r in rows] == [("a[x]", "duration_s", 1.0)]
+
+
+def _git(repo, *args: str) -> str:  # noqa: ANN001
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_first_bad_puts_the_recorded_commits_in_git_order_and_prints_a_bisect_line(store: HistoryStore,
+                                                                                  tmp_path) -> None:  # noqa: ANN001
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    commits = []
+    for i in range(5):
+        (repo / "f").write_text(str(i))
+        _git(repo, "add", "f")
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"c{i}")
+        commits.append(_git(repo, "rev-parse", "HEAD"))
+    # Recorded out of time order (a rerun of an old commit came last): git order decides, not time.
+    recorded = [(commits[3], "wrong"), (commits[0], "honoured"), (commits[4], "wrong"), (commits[1], "honoured")]
+    for t, (commit, outcome) in enumerate(recorded):
+        store.record(_doc({"a|x": outcome}), git={"commit": commit}, started=t)
+    out = first_bad(store, "a[x]", str(repo), workdir=str(tmp_path / "w"))
+    assert (out["last_good"], out["first_bad"]) == (commits[1], commits[3])
+    assert out["between"] == [commits[2]]
+    start, run, _ = out["bisect"]["commands"]
+    assert start == f"git bisect start {commits[3]} {commits[1]}"
+    assert "triton-conformance replay" in run and "'a[x]'" in run
+    stored = json.loads(open(out["bisect"]["reproducer"]).read())
+    assert stored["results"][0]["reproducer"] == "raise SystemExit(1)"
+
+
+def test_the_history_command_prints_json_and_exits_1_on_a_new_failure(tmp_path, capsys) -> None:  # noqa: ANN001
+    from triton_conformance.cli import main
+
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    with HistoryStore(url) as store:
+        store.record(_doc({"a|x": "honoured"}), git={"commit": "c1"}, started=1)
+        store.record(_doc({"a|x": "wrong"}), git={"commit": "c2"}, started=2)
+    assert main(["history", "new", "--history", url, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [e["cell"] for e in out["new_failures"]] == ["a[x]"] and out["baseline"]["commit"] == "c1"
+    assert main(["history", "trend", "a[x]", "--history", str(tmp_path / "missing.sqlite")]) == 4
+    assert "no history database there" in capsys.readouterr().err
+
+
+def test_the_report_and_the_summary_line_show_the_history_section(store: HistoryStore) -> None:
+    from triton_conformance.reports.history_view import history_line
+    from triton_conformance.reports.html import render_html
+
+    for i in range(3):
+        store.record(_doc({"a|x": "honoured"}), git={"commit": "c1"}, started=i)
+    last = store.record(_doc({"a|x": "wrong"}), git={"commit": "c1"}, started=5)
+    section = history_section(store, last, "interpreter")
+    assert section["strips"]["a[x]"] == ["honoured", "honoured", "honoured", "wrong"]
+    line = history_line(section)
+    assert line.startswith("history: 1 new failure, 0 new passes, 0 changed findings since the last green run")
+    assert "1 flaky cell (1 flagged)" in line
+    doc = _doc({"a|x": "wrong"})
+    page = render_html({**doc, "history": section})
+    assert "New since the last green run" in page and '<ul class="history-new_failures">' in page
+    assert page.count('class="h-run"') == 4 and "1 of 4" in page
+    assert "New since the last green run" not in render_html(doc)
+
+
+def test_a_bad_history_value_is_one_usage_line_and_a_broken_store_does_not_fail_the_run(tmp_path, capsys) -> None:  # noqa: ANN001
+    from triton_conformance.history.location import HistoryError, history_url
+    from triton_conformance.plugin.history import record_run
+
+    with pytest.raises(HistoryError, match=r"--conformance-history='mysql://db/x', expected a SQLite path, a "):
+        history_url("mysql://db/x", str(tmp_path))
+    assert history_url("none", str(tmp_path)) is None
+    assert history_url("h.sqlite", str(tmp_path)) == f"sqlite:///{tmp_path / 'h.sqlite'}"
+    assert history_url("postgresql://u@h/db", "/").startswith("postgresql+psycopg://")
+    (tmp_path / "dir.sqlite").mkdir()  # a directory where the database file should be
+    assert record_run(f"sqlite:///{tmp_path / 'dir.sqlite'}", _doc({"a|x": "honoured"}), started=0,
+                      root=str(tmp_path)) is None
+    assert "this run was not recorded in the history" in capsys.readouterr().err

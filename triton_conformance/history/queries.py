@@ -1,0 +1,209 @@
+"""What the history answers: a cell's trend, what is new since the last green run, flake rates and time
+regressions.  Each query reads complete runs only and returns plain dicts (the CLI prints them, or their
+JSON).  The first bad commit, which needs git, is in :mod:`.bisect`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from typing import Any
+
+import sqlalchemy as sa
+
+from triton_conformance.history.schema import cells, runs
+from triton_conformance.history.store import HistoryStore, is_failing
+from triton_conformance.model.cells import cell_id, split_cell_id
+from triton_conformance.model.outcomes import PASSING
+
+__all__ = ["RUN_FIELDS", "cell_filter", "flaky", "latest_run", "new_since_green", "run_cells", "slower", "trend"]
+
+RUN_FIELDS = ("id", "commit", "branch", "dirty", "device", "started", "profile", "seed", "failing", "cells")
+
+
+def cell_filter(name: str) -> sa.ColumnElement:
+    """The cells ``name`` names: ``subject[cell]``, or every cell of a subject."""
+    named = split_cell_id(name)
+    if named is None:
+        return cells.c.subject == name
+    return sa.and_(cells.c.subject == named[0], cells.c.cell == named[1])
+
+
+def _run(row: Any) -> dict[str, Any]:
+    return {k: getattr(row, k) for k in RUN_FIELDS}
+
+
+def _runs(conn: sa.Connection, *where: sa.ColumnElement, limit: int | None = None) -> list[dict[str, Any]]:
+    """Complete runs matching ``where``, newest first."""
+    query = sa.select(*(runs.c[k] for k in RUN_FIELDS)).where(runs.c.complete.is_(True), *where) \
+        .order_by(runs.c.started.desc(), runs.c.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
+    return [_run(r) for r in conn.execute(query)]
+
+
+def latest_run(store: HistoryStore, device: str | None = None) -> dict[str, Any] | None:
+    """The newest complete run (on ``device``), or None."""
+    with store.engine.connect() as conn:
+        found = _runs(conn, *([runs.c.device == device] if device else []), limit=1)
+    return found[0] if found else None
+
+
+def run_cells(conn: sa.Connection, run_ids: list[int], *where: sa.ColumnElement) -> list[dict[str, Any]]:
+    """The cells of ``run_ids`` (matching ``where``), as dicts with their run id."""
+    if not run_ids:
+        return []
+    query = sa.select(cells.c.run_id, cells.c.subject, cells.c.cell, cells.c.outcome, cells.c.finding,
+                      cells.c.expected_failure, cells.c.duration_s, cells.c.compiles,
+                      cells.c.false_positive_rate).where(cells.c.run_id.in_(run_ids), *where)
+    return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def trend(store: HistoryStore, name: str, *, last: int = 10, device: str | None = None,
+          every_cell: bool = False) -> dict[str, Any]:
+    """The outcomes of ``name`` (a cell or a subject; every cell with ``every_cell``) in the last ``last``
+    runs that recorded it, oldest first: ``{"name", "runs": [run...], "cells": {cell name: [{"outcome",
+    "finding"} or None per run]}}``."""
+    with store.engine.connect() as conn:
+        where = [runs.c.device == device] if device else []
+        chosen = [] if every_cell else [cell_filter(name)]
+        if chosen:
+            where.append(runs.c.id.in_(sa.select(cells.c.run_id).where(*chosen).distinct().scalar_subquery()))
+        recent = list(reversed(_runs(conn, *where, limit=last)))
+        rows = run_cells(conn, [r["id"] for r in recent], *chosen)
+    column = {r["id"]: i for i, r in enumerate(recent)}
+    table: dict[str, list[dict[str, Any] | None]] = {}
+    for row in rows:
+        strip = table.setdefault(cell_id(row["subject"], row["cell"]), [None] * len(recent))
+        strip[column[row["run_id"]]] = {"outcome": row["outcome"], "finding": row["finding"]}
+    return {"name": name, "device": device, "runs": recent, "cells": dict(sorted(table.items()))}
+
+
+def _green_before(conn: sa.Connection, run: dict[str, Any]) -> dict[str, Any] | None:
+    found = _runs(conn, runs.c.device == run["device"], runs.c.failing == 0,
+                  sa.or_(runs.c.started < run["started"],
+                         sa.and_(runs.c.started == run["started"], runs.c.id < run["id"])), limit=1)
+    return found[0] if found else None
+
+
+def new_since_green(store: HistoryStore, *, device: str | None = None, run_id: int | None = None) -> dict[str, Any]:
+    """What changed in run ``run_id`` (default: the newest on ``device``) since the last green run on its
+    device: ``new_failures``, ``new_passes`` and ``changed_findings``, each a list of
+    ``{"cell", "then", "now"}``; ``baseline`` is that green run (None if there is none: every failure is new)."""
+    with store.engine.connect() as conn:
+        if run_id is not None:
+            found = _runs(conn, runs.c.id == run_id, limit=1)
+        else:
+            found = _runs(conn, *([runs.c.device == device] if device else []), limit=1)
+        if not found:
+            return {"run": None, "baseline": None, "new_failures": [], "new_passes": [], "changed_findings": []}
+        run = found[0]
+        green = _green_before(conn, run)
+        now = {cell_id(r["subject"], r["cell"]): r for r in run_cells(conn, [run["id"]])}
+        then = {cell_id(r["subject"], r["cell"]): r for r in run_cells(conn, [green["id"]])} if green else {}
+    out: dict[str, Any] = {"run": run, "baseline": green, "new_failures": [], "new_passes": [],
+                           "changed_findings": []}
+
+    def entry(name: str) -> dict[str, Any]:
+        old = then.get(name)
+        return {"cell": name, "then": None if old is None else {"outcome": old["outcome"], "finding": old["finding"]},
+                "now": {"outcome": now[name]["outcome"], "finding": now[name]["finding"]}}
+
+    for name in sorted(now):
+        cur, old = now[name], then.get(name)
+        if is_failing(cur) and (old is None or not is_failing(old)):
+            out["new_failures"].append(entry(name))
+        elif old is not None and old["outcome"] not in PASSING and cur["outcome"] in PASSING:
+            out["new_passes"].append(entry(name))
+        elif old is not None and cur["outcome"] not in PASSING and (old["outcome"], old["finding"]) != \
+                (cur["outcome"], cur["finding"]):
+            out["changed_findings"].append(entry(name))
+    return out
+
+
+def flaky(store: HistoryStore, *, device: str | None = None, names: list[str] | None = None,
+          include_stable: bool = False, last: int | None = None) -> list[dict[str, Any]]:
+    """Cells whose outcome differs between runs at the same commit and device.
+
+    Each row: cell, device, ``runs`` (runs at a commit recorded more than once), ``flips`` (of those, the
+    runs whose outcome differs from the commit's most common one), ``rate`` = flips / runs, the outcomes
+    seen, the declared ``false_positive_rate`` of a stochastic cell, and ``flagged``: a deterministic cell
+    that flips at all, or a stochastic one whose rate is above its declared one.  ``include_stable``: the
+    cells that never flipped too (for comparing a stochastic cell's rate with its declared one);
+    ``last``: only each device's newest ``last`` runs.
+    """
+    with store.engine.connect() as conn:
+        where = [runs.c.complete.is_(True)] + ([runs.c.device == device] if device else [])
+        if last is not None:
+            where.append(runs.c.id.in_([r["id"] for r in _runs(conn, *where[1:], limit=last)]))
+        repeated = sa.select(runs.c.device, runs.c.commit).where(*where) \
+            .group_by(runs.c.device, runs.c.commit).having(sa.func.count() > 1).subquery()
+        if names:
+            where.append(sa.or_(*(cell_filter(n) for n in names)))
+        query = (sa.select(cells.c.subject, cells.c.cell, runs.c.device, runs.c.commit, cells.c.outcome,
+                           sa.func.count().label("n"), sa.func.max(cells.c.false_positive_rate).label("fpr"))
+                 .select_from(cells.join(runs, cells.c.run_id == runs.c.id)
+                              .join(repeated, sa.and_(repeated.c.device == runs.c.device,
+                                                      repeated.c.commit == runs.c.commit)))
+                 .where(*where)
+                 .group_by(cells.c.subject, cells.c.cell, runs.c.device, runs.c.commit, cells.c.outcome))
+        groups: dict[tuple, Counter] = defaultdict(Counter)
+        rates: dict[tuple, float | None] = {}
+        for row in conn.execute(query):
+            key = (row.subject, row.cell, row.device)
+            groups[key + (row.commit,)][row.outcome] += row.n
+            if row.fpr is not None:
+                rates[key] = max(rates.get(key) or 0.0, row.fpr)
+    totals: dict[tuple, dict[str, Any]] = {}
+    for (subject, cell, dev, _commit), seen in groups.items():
+        total = totals.setdefault((subject, cell, dev), {"runs": 0, "flips": 0, "outcomes": Counter()})
+        n = sum(seen.values())
+        if n < 2:
+            continue
+        total["runs"] += n
+        total["flips"] += n - max(seen.values())
+        total["outcomes"].update(seen)
+    out = []
+    for (subject, cell, dev), total in sorted(totals.items()):
+        if total["runs"] == 0 or (total["flips"] == 0 and not include_stable):
+            continue
+        fpr = rates.get((subject, cell, dev))
+        rate = total["flips"] / total["runs"]
+        out.append({"cell": cell_id(subject, cell), "device": dev, "runs": total["runs"], "flips": total["flips"],
+                    "rate": rate, "outcomes": dict(total["outcomes"]), "false_positive_rate": fpr,
+                    "flagged": rate > fpr if fpr is not None else total["flips"] > 0})
+    return out
+
+
+def slower(store: HistoryStore, *, device: str | None = None, threshold: float = 1.5, last: int = 20,
+           min_seconds: float = 0.5) -> list[dict[str, Any]]:
+    """Cells of the newest run (on each device, or on ``device``) whose duration or compile count grew past
+    ``threshold`` x their median over the ``last`` runs before it (a duration also by ``min_seconds`` at
+    least, so that noise in fast cells is no regression).  Each row: cell, device, what (duration_s or
+    compiles), now, median, ratio, runs."""
+    out = []
+    with store.engine.connect() as conn:
+        devices = [device] if device else [r[0] for r in conn.execute(
+            sa.select(runs.c.device).where(runs.c.complete.is_(True)).distinct())]
+        for dev in sorted(devices):
+            recent = _runs(conn, runs.c.device == dev, limit=last + 1)
+            if len(recent) < 2:
+                continue
+            newest, ids = recent[0]["id"], [r["id"] for r in recent]
+            by_cell: dict[tuple, dict[int, dict]] = defaultdict(dict)
+            for row in run_cells(conn, ids):
+                by_cell[(row["subject"], row["cell"])][row["run_id"]] = row
+            for (subject, cell), seen in sorted(by_cell.items()):
+                if newest not in seen:
+                    continue
+                now, before = seen[newest], [r for i, r in seen.items() if i != newest]
+                for what, floor in (("duration_s", min_seconds), ("compiles", 1)):
+                    past = [r[what] for r in before if r[what] is not None]
+                    if now[what] is None or not past:
+                        continue
+                    median = statistics.median(past)
+                    if now[what] > threshold * median and now[what] - median >= floor:
+                        out.append({"cell": cell_id(subject, cell), "device": dev, "what": what, "now": now[what],
+                                    "median": median, "ratio": now[what] / median if median else None,
+                                    "runs": len(past)})
+    return out

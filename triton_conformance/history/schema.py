@@ -1,0 +1,130 @@
+"""The history database's tables (SQLAlchemy Core, one definition for SQLite and PostgreSQL) and its migrations.
+
+Version 1 had ``runs`` and ``cells``; version 2 added each cell's precision verdict and declared
+false-positive rate, and the ``reproducers`` table.  ``meta`` holds the version; :func:`upgrade`
+brings an older database to :data:`VERSION` in place, one step at a time, keeping its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+__all__ = ["VERSION", "HistoryVersionError", "cells", "meta", "metadata", "reproducers", "runs", "upgrade"]
+
+VERSION = 2
+
+metadata = sa.MetaData()
+
+meta = sa.Table("meta", metadata,
+                sa.Column("key", sa.String(64), primary_key=True),
+                sa.Column("value", sa.String(255), nullable=False))
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("commit", sa.String(64)),
+    sa.Column("branch", sa.String(255)),
+    sa.Column("dirty", sa.Boolean),
+    sa.Column("device", sa.String(128), nullable=False),  # the device label: interpreter, H200, ...
+    sa.Column("backend", sa.String(32)),  # what the kernels ran on: interpreter or cuda
+    sa.Column("compat", sa.Text),  # JSON: the interpreter shims the run installed
+    sa.Column("gpu_name", sa.String(255)),
+    sa.Column("driver", sa.String(64)),
+    sa.Column("torch", sa.String(64)),
+    sa.Column("triton", sa.String(64)),
+    sa.Column("python", sa.String(32)),
+    sa.Column("profile", sa.String(32)),
+    sa.Column("seed", sa.String(32)),  # text: seeds reach 2**32, and None means derandomized
+    sa.Column("shard", sa.String(16)),
+    sa.Column("started", sa.Float, nullable=False),  # seconds since the epoch (UTC)
+    sa.Column("ended", sa.Float),
+    sa.Column("complete", sa.Boolean, nullable=False),  # False until every cell of the run is in
+    sa.Column("cells", sa.Integer, nullable=False),
+    sa.Column("failing", sa.Integer, nullable=False),  # failing cells that are no known bug: 0 is a green run
+)
+sa.Index("runs_by_device", runs.c.device, runs.c.started)
+
+cells = sa.Table(
+    "cells", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("subject", sa.String(255), nullable=False),
+    sa.Column("cell", sa.String(255), nullable=False),
+    sa.Column("outcome", sa.String(32), nullable=False),
+    sa.Column("finding", sa.String(128)),
+    sa.Column("message", sa.Text),
+    sa.Column("shrunk_dims", sa.Text),  # JSON of the counterexample's dims
+    sa.Column("examples", sa.Integer),
+    sa.Column("duration_s", sa.Float),
+    sa.Column("compiles", sa.Integer),
+    sa.Column("expected_failure", sa.Text),
+    # version 2
+    sa.Column("precision_verdict", sa.String(64)),
+    sa.Column("false_positive_rate", sa.Float),  # a stochastic cell's declared rate, else NULL
+)
+sa.Index("cells_by_name", cells.c.subject, cells.c.cell, cells.c.run_id)
+sa.Index("cells_by_run", cells.c.run_id)
+
+reproducers = sa.Table(
+    "reproducers", metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("subject", sa.String(255), primary_key=True),
+    sa.Column("cell", sa.String(255), primary_key=True),
+    sa.Column("script", sa.Text, nullable=False),
+)
+
+
+class HistoryVersionError(ValueError):
+    """The database was written by a newer triton-conformance than this one."""
+
+
+def _add_columns(table: sa.Table, *names: str) -> Callable[[sa.Connection], None]:
+    """A migration step that adds ``names`` (as declared above) to ``table``: the type is compiled by the
+    connection's own dialect, so the DDL is SQLAlchemy's, not ours."""
+    def step(conn: sa.Connection) -> None:
+        for name in names:
+            column = table.c[name]
+            kind = column.type.compile(dialect=conn.dialect)
+            quote = conn.dialect.identifier_preparer.quote
+            conn.exec_driver_sql(f"ALTER TABLE {quote(table.name)} ADD COLUMN {quote(name)} {kind}")
+    return step
+
+
+def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
+    def step(conn: sa.Connection) -> None:
+        metadata.create_all(conn, tables=list(tables))
+    return step
+
+
+# MIGRATIONS[v]: the steps from version v to v + 1.
+MIGRATIONS: dict[int, tuple[Callable[[sa.Connection], None], ...]] = {
+    1: (_add_columns(cells, "precision_verdict", "false_positive_rate"), _create(reproducers)),
+}
+
+
+def _version(conn: sa.Connection) -> int | None:
+    if not sa.inspect(conn).has_table("meta"):
+        return None
+    row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "version")).first()
+    return int(row[0]) if row else None
+
+
+def upgrade(conn: sa.Connection, where: str) -> int:
+    """Create the tables in an empty database, or upgrade an older one in place; returns the version it had
+    (0 for a new database).  Run inside one transaction: a failed step leaves the old version whole."""
+    found = _version(conn)
+    if found is None:
+        metadata.create_all(conn)
+        conn.execute(meta.insert().values(key="version", value=str(VERSION)))
+        return 0
+    if found > VERSION:
+        raise HistoryVersionError(f"history database {where}: version={found}, newer than this "
+                                  f"triton-conformance's {VERSION}; upgrade triton-conformance to read it")
+    for version in range(found, VERSION):
+        for step in MIGRATIONS[version]:
+            step(conn)
+    if found < VERSION:
+        conn.execute(meta.update().where(meta.c.key == "version").values(value=str(VERSION)))
+    return found

@@ -145,11 +145,10 @@ class CellExecutor:
         if why is not None:  # the machine's limit, never a verdict on the kernel
             from triton_conformance.conformance.search.discards import DEVICE_MEMORY, REASONS
 
-            return CellResult(subject=subject.name, family=subject.family, cell=cell, outcome="skipped",
-                              message=f"{REASONS[DEVICE_MEMORY].skips}: the worker process died out of memory "
-                                      f"({why})", expected_failure=subject.xfail,
-                              details={"skip_code": f"discard:{DEVICE_MEMORY}", REASONS[DEVICE_MEMORY].detail: 1,
-                                       "example": last_spec})
+            return CellResult.of(subject, cell, "skipped", f"{REASONS[DEVICE_MEMORY].skips}: the worker process died "
+                                 f"out of memory ({why})",
+                                 details={"skip_code": f"discard:{DEVICE_MEMORY}", REASONS[DEVICE_MEMORY].detail: 1,
+                                          "example": last_spec})
         outcome, kind = {"died": ("crash", "process-died"), "timeout": ("timeout", "timeout")}[status]
         return self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
 

@@ -134,7 +134,7 @@ class Tensor:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", _shape_tuple("Tensor", self.shape))
-        if self.descriptor not in (True, False) or (self.descriptor and not 1 <= len(self.shape) <= 5):
+        if not isinstance(self.descriptor, bool) or (self.descriptor and not 1 <= len(self.shape) <= 5):
             raise _fail("Tensor", "descriptor", self.descriptor, "True (read through a tensor descriptor, which "
                         "needs a rank from 1 to 5) or False")
         if self.rows not in (None, True, False) or (self.rows is True and not self.shape):

@@ -10,14 +10,17 @@ rules on the interpreter (:mod:`triton_conformance.compat.descriptors`); on the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from triton_conformance.conformance.kinds.base import CellContext
 from triton_conformance.conformance.kinds.searched import SearchedKind
+from triton_conformance.conformance.search.engine import Draw
 from triton_conformance.model.cells import CellClass, Dimension
 from triton_conformance.model.descriptors import DESCRIPTOR_LAYOUTS
 from triton_conformance.model.outcomes import SkipReason
 from triton_conformance.model.subject import Subject
-from triton_conformance.strategies._internal.descriptor_layouts import descriptor_inputs
+from triton_conformance.strategies._internal.descriptor_layouts import breaks_descriptor_rules, descriptor_inputs
 
 __all__ = ["DescriptorCells"]
 
@@ -38,3 +41,10 @@ class DescriptorCells(SearchedKind):
 
     def spec_options(self, value: str) -> dict[str, Any]:
         return {"descriptor": value}
+
+    def draws(self, context: CellContext, value: str) -> list[Draw]:
+        # A shrunk candidate stays in the class only while its layout still breaks the class's rule (rows of
+        # K+1 elements are aligned again at some K), so the counterexample shows the rule the cell is about.
+        contract = context.subject.contract
+        return [replace(d, keeps_class=lambda c, o: breaks_descriptor_rules(contract, c))
+                for d in super().draws(context, value)]

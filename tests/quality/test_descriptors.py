@@ -74,3 +74,18 @@ def test_zero_filled_loads_past_the_shape_are_defined(backend, subjects):
     built = build_inputs(correct.contract, spec)
     assert all(descriptor_ready(v) is v for v in built.views.values()) and spec.dims["K"] < BLOCK_K
     assert run_example(correct, spec, backend) == "honoured"
+
+
+def test_host_descriptors_are_checked_without_the_shim_as_on_a_gpu(backend):
+    from triton_conformance import compat
+
+    assert compat.uninstall(["descriptors"]) == ("descriptors",)
+    try:
+        unhooked = TensorDescriptor.__post_init__
+        with recording() as uses:
+            with pytest.raises(AssertionError):
+                TensorDescriptor.from_tensor(torch.randn(64, dtype=torch.float16)[1:33], [32])
+        assert [u.rules for u in uses] == [("base",)]
+        assert TensorDescriptor.__post_init__ is unhooked  # put back when the call is over
+    finally:
+        compat.install(["descriptors"])

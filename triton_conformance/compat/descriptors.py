@@ -6,7 +6,8 @@ own checks are ``assert`` statements (the host ``TensorDescriptor.__post_init__`
 ``TensorDescHandle.validate``): gone under ``python -O``, and their AssertionError reads like a refusal.  So
 this shim checks every descriptor built while :func:`recording` is active, on the host and in a kernel
 (``tl.make_tensor_descriptor``, and a host descriptor as it reaches the kernel), and records each one that
-breaks a rule, before triton's own check runs; what triton does next is unchanged.  The battery turns a
+breaks a rule, before triton's own check runs; what triton does next is unchanged.  Host descriptors are
+checked on a GPU too (:func:`recording` hooks them for its duration), so a verdict is the same on both.  The battery turns a
 record into an ``unsafe`` finding that names the rule.
 """
 
@@ -30,13 +31,20 @@ _TL_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "
 
 @contextlib.contextmanager
 def recording() -> Iterator[list[DescriptorUse]]:
-    """Context manager: the list of every rule-breaking descriptor built inside it (once each)."""
+    """Context manager: the list of every rule-breaking descriptor built inside it (once each).
+
+    Host descriptors are checked on every back end: where the shim is not installed (on a GPU, whose
+    kernels no shim reaches), the host hook is put in place for the context's duration."""
     uses: list[DescriptorUse] = []
     _recorders.append(uses)
+    host = Patch("descriptors: host check")
+    hooked = _hook_host(host)
     try:
         yield uses
     finally:
         _recorders.remove(uses)
+        if hooked:
+            host.restore()
 
 
 def record(where: str, address: int, itemsize: int, dtype: str, shape: Any, strides: Any, block_shape: Any) -> None:
@@ -61,14 +69,16 @@ def _value(handle: Any) -> int:
     return int(data.item() if hasattr(data, "item") else data)
 
 
-def apply(patch: Patch, target: TargetDevice) -> None:
+def _hook_host(patch: Patch) -> bool:
+    """Check every host ``TensorDescriptor`` as it is built (before triton's asserts), unless already hooked;
+    whether this call hooked it."""
     try:
-        from triton.runtime import interpreter as interp
         from triton.tools.tensor_descriptor import TensorDescriptor
     except ImportError:  # a triton without tensor descriptors: nothing builds one
-        return
-
+        return False
     host_check = TensorDescriptor.__post_init__
+    if getattr(host_check, "checks_descriptors", False):
+        return False
 
     def __post_init__(self: Any) -> None:
         base = self.base
@@ -77,8 +87,17 @@ def apply(patch: Patch, target: TargetDevice) -> None:
                    str(base.dtype).replace("torch.", ""), self.shape, self.strides, self.block_shape)
         host_check(self)
 
+    __post_init__.checks_descriptors = True
     patch.set(TensorDescriptor, "__post_init__", __post_init__)
+    return True
 
+
+def apply(patch: Patch, target: TargetDevice) -> None:
+    _hook_host(patch)
+    try:
+        from triton.runtime import interpreter as interp
+    except ImportError:
+        return
     builder = interp.InterpreterBuilder
     device_make = getattr(builder, "create_make_tensor_descriptor", None)
     if device_make is None:

@@ -89,3 +89,11 @@ def test_host_descriptors_are_checked_without_the_shim_as_on_a_gpu(backend):
         assert TensorDescriptor.__post_init__ is unhooked  # put back when the call is over
     finally:
         compat.install(["descriptors"])
+
+
+def test_a_block_past_the_hardwares_limits_is_recorded_where_triton_takes_it(backend):
+    x = torch.randn(4, 512, dtype=torch.float16)  # aligned rows: only the block breaks a rule
+    with recording() as uses:
+        TensorDescriptor.from_tensor(x, [1, 512])  # a power of two: triton builds it
+        TensorDescriptor.from_tensor(x, [4, 4])  # a last block dim of 8 bytes
+    assert [(u.rules, u.block_shape) for u in uses] == [(("block",), (1, 512)), (("block",), (4, 4))]

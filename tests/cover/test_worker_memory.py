@@ -41,14 +41,15 @@ def test_a_launcher_allocating_past_the_bound_is_skipped_with_the_reason_and_nev
     executor = CellExecutor(run_config(worker_memory="0.5"))
     try:
         result = executor.run(get_subject("doubles_with_a_scratch"), "shape:large-index")
-        pid, bound = executor._pool._worker.proc.pid, executor._pool.memory_bound
+        assert (result.outcome, result.details.get("skip_code")) == ("skipped", "discard:device-memory"), \
+            result.message
+        pid, bound = executor._pool._worker.proc.pid, executor._pool.memory_bound  # a skip keeps its worker
         peak = _status(pid, "VmHWM")
         assert _address_space_limit(pid) == str(bound["base"] + bound["allowed"])
         # The twin, in the same bounded worker: tens of GiB of untouched address space for its arena, run.
         twin = executor.run(get_subject("doubles_with_a_kernel"), "shape:large-index")
     finally:
         executor.close()
-    assert (result.outcome, result.details.get("skip_code")) == ("skipped", "discard:device-memory"), result.message
     assert "out of memory in the launcher" in result.message, result.message
     assert "inside the worker's memory bound: 0.5 GiB of address space" in result.message, result.message
     assert peak < hog.SCRATCH // 2, f"the worker held {peak} bytes at its peak"
@@ -122,3 +123,29 @@ def test_torchs_cpu_allocator_refusing_is_out_of_memory_and_other_runtime_errors
                                       "allocate memory: you tried to allocate 17179901976 bytes. Error code 12"))
     assert out_of_memory(MemoryError())
     assert not out_of_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
+
+
+class _DeadPool:
+    """A pool whose worker aborted on std::bad_alloc inside its bound."""
+
+    memory_bound = memory_bound.MemoryBound("RLIMIT_AS", 2 << 30, 1 << 30, "as configured").to_dict()
+
+    def call(self, message, timeout):
+        return ("died", "worker process died (signal SIGABRT); its last output:\nterminate called after throwing "
+                "an instance of 'std::bad_alloc'\n  what():  std::bad_alloc", {"dims": {"N": 8}})
+
+    def retire(self) -> None:
+        pass
+
+
+def test_a_worker_that_aborted_inside_its_bound_is_a_discard_naming_the_bound() -> None:
+    from triton_conformance import Dim, Tensor, register
+
+    subject = register(lambda x: x * 2, name="cover_bound_doubler", inputs={"x": Tensor(("N",))},
+                       dims={"N": Dim(1, 8)}, oracle=lambda x: x * 2)
+    executor = CellExecutor(RunConfig())
+    executor._pool = _DeadPool()
+    result = executor.run(subject, "layout:contiguous")
+    assert (result.outcome, result.details["skip_code"]) == ("skipped", "discard:device-memory"), result.message
+    assert "inside its memory bound: 2.0 GiB of address space beyond the worker's start-up" in result.message
+    assert result.details["memory_bound"]["allowed"] == 2 << 30

@@ -107,3 +107,9 @@ def test_pretend_cuda_must_be_a_bool() -> None:
 def test_a_result_without_the_note_adds_no_terminal_line() -> None:
     plain_result = CellResult(subject="s", family="s", cell=CELL, outcome="honoured", details={})
     assert not any(NO_TRITON_LAUNCH in line for line in matrix_lines([plain_result]))
+
+
+def test_an_empty_cell_that_launched_nothing_gets_no_note(zoo) -> None:
+    hidden = _subject(zoo, "zoo_cuda_dispatch_drops_bias", pretend_cuda=False)
+    empty = run_cell(hidden, "shape:empty", backend=Backend(), config=RunConfig())
+    assert empty.examples and "no_triton_launch" not in empty.details, (empty.outcome, empty.message)

@@ -17,12 +17,14 @@ from dataclasses import replace
 from typing import Any
 
 from triton_conformance.conformance.kinds.autotune.discovery import reveal, triton_kernel_of
+from triton_conformance.model.cells import split_cell
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.subject import Subject
 
 __all__ = ["NO_TRITON_LAUNCH", "declares_triton_kernels", "launch_note"]
 
 NO_TRITON_LAUNCH = "no Triton kernel was launched: the launcher took a non-Triton path"
+EMPTY = "empty"  # the class (of shapes, of layouts) whose examples hold no element
 _HINT = (" (a library that calls Triton only for CUDA tensors runs its Triton path on the interpreter when "
          "declared pretend_cuda=True)")
 
@@ -37,9 +39,12 @@ def declares_triton_kernels(subject: Subject) -> bool:
 
 
 def launch_note(result: CellResult, meter: Any, subject: Subject) -> CellResult:
-    """``result`` with the ``no_triton_launch`` note when the cell ran examples, the cost meter (None: not
-    metered, nothing is said) saw no launch, and the subject's code holds Triton kernels."""
-    if meter is None or meter.launches or not result.examples or not declares_triton_kernels(subject):
+    """``result`` with the ``no_triton_launch`` note when the cell ran examples (other than the empty ones of an
+    ``empty`` class), the cost meter (None: not metered, nothing is said) saw no launch, and the subject's code
+    holds Triton kernels."""
+    if meter is None or meter.launches or not result.examples or split_cell(result.cell)[1] == EMPTY:
+        return result  # an empty example needs no launch: returning early is right there
+    if not declares_triton_kernels(subject):
         return result
     note = NO_TRITON_LAUNCH + ("" if subject.pretend_cuda else _HINT)
     return replace(result, details={**(result.details or {}), "no_triton_launch": note})

@@ -46,10 +46,15 @@ def test_a_launcher_allocating_past_the_bound_is_skipped_with_the_reason_and_nev
         pid, bound = executor._pool._worker.proc.pid, executor._pool.memory_bound  # a skip keeps its worker
         peak = _status(pid, "VmHWM")
         assert _address_space_limit(pid) == str(bound["base"] + bound["allowed"])
+        # A searched cell: every example discarded, the cell skipped saying why.
+        searched = executor.run(get_subject("doubles_with_a_scratch"), "layout:contiguous")
         # The twin, in the same bounded worker: tens of GiB of untouched address space for its arena, run.
         twin = executor.run(get_subject("doubles_with_a_kernel"), "shape:large-index")
     finally:
         executor.close()
+    assert (searched.outcome, searched.details.get("skip_code")) == ("skipped", "discard:device-memory")
+    assert "discarded for running the machine out of memory (inside the worker's memory bound: 0.5 GiB" in \
+        searched.message, searched.message
     assert "out of memory in the launcher" in result.message, result.message
     assert "inside the worker's memory bound: 0.5 GiB of address space" in result.message, result.message
     assert peak < hog.SCRATCH // 2, f"the worker held {peak} bytes at its peak"

@@ -113,3 +113,61 @@ def test_an_empty_cell_that_launched_nothing_gets_no_note(zoo) -> None:
     hidden = _subject(zoo, "zoo_cuda_dispatch_drops_bias", pretend_cuda=False)
     empty = run_cell(hidden, "shape:empty", backend=Backend(), config=RunConfig())
     assert empty.examples and "no_triton_launch" not in empty.details, (empty.outcome, empty.message)
+
+
+@pytest.fixture
+def cuda_allocations():
+    """The cuda_allocations shim, as the plugin and every worker install it (module.to(x.device) is "cuda")."""
+    from triton_conformance import compat
+
+    added = "cuda_allocations" not in compat.installed()
+    compat.install(["cuda_allocations"])
+    yield
+    if added:
+        compat.uninstall(["cuda_allocations"])
+
+
+def test_an_nn_module_with_a_drawn_weight_reaches_its_triton_path_forward_and_backward(cuda_allocations) -> None:
+    import triton
+    import triton.language as tl
+
+    calls = []
+
+    @triton.jit
+    def scale_rows(x_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n
+        row = tl.program_id(0)
+        w = tl.load(w_ptr + cols, mask=mask)
+        tl.store(out_ptr + row * n + cols, tl.load(x_ptr + row * n + cols, mask=mask) * w, mask=mask)
+
+    class ScaleFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight):
+            calls.append(type(x).__name__)
+            out = torch.empty_like(x)
+            scale_rows[(x.shape[0],)](x, weight, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+            ctx.save_for_backward(x, weight)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, weight = ctx.saved_tensors
+            return grad * weight, (grad * x).sum(0)
+
+    class Scale(torch.nn.Module):  # the shape of a normalization library's module
+        def __init__(self, N):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(N))
+
+        def forward(self, x):
+            return ScaleFunction.apply(x, self.weight) if x.is_cuda else x * self.weight
+
+    subject = register(Scale, name="cover_cuda_dispatch_module", inputs={"x": Tensor(("M", "N")),
+                                                                          "weight": Tensor(("N",))},
+                       dims={"M": Dim(1, 8), "N": Dim(1, 64)}, oracle=lambda x, weight: x * weight,
+                       parameters={"weight": "weight"}, backward=True, pretend_cuda=True)
+    for cell in (CELL, "grad:" + CELL):
+        result = run_cell(subject, cell, backend=Backend(), config=RunConfig())
+        assert result.outcome == "honoured" and "no_triton_launch" not in result.details, (cell, result.message)
+    assert calls and set(calls) == {"CudaLooking"}

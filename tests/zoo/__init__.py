@@ -36,6 +36,7 @@ MODULES = (
     "zoo_tolerance",
     "zoo_fp8",
     "zoo_tma",
+    "zoo_cuda_dispatch",
 )
 
 

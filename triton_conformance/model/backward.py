@@ -49,7 +49,8 @@ class Backward:
       the forward claims; False for a dW reduced with atomics);
     - ``overwrites_grad_output``: the backward may write into grad_output;
     - ``error_scale``: a torch function of the inputs, ``grad_output`` and the scalars (by
-      keyword, float64) giving {gradient name: the magnitude its rounding errors scale with},
+      keyword, float64; ``grad_output`` is {position: tensor} where more than output 0 carries
+      a gradient) giving {gradient name: the magnitude its rounding errors scale with},
       elementwise or a number (the terms it sums, where they cancel); default the largest
       ``|oracle gradient|``;
     - ``accumulate``: {gradient name: the precision its terms are formed and summed in}, for a

@@ -2,8 +2,8 @@
 
 A plain frozen value object with no torch import, so that declaring a subject
 costs nothing until the battery runs; the objects it is made of (``Dim``,
-``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``) live in :mod:`.inputs` and are
-re-exported here.  Each validator raises :class:`InvalidContract` naming the
+``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``) live in :mod:`.inputs`, and
+``Backward`` in :mod:`.backward`; they are re-exported here.  Each validator raises :class:`InvalidContract` naming the
 field, the value and what was expected.
 """
 

@@ -159,8 +159,10 @@ def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant
                                   {"output": position}))
         shape = output_shape(subject, spec, position)
         if tuple(out.shape) != shape:
+            hint = "" if contract.backward.outputs is not None else (
+                " (every float output carries a gradient unless Backward(outputs=...) says which, and how shaped)")
             return failed(Finding("wrong", "bad-shape", f"{name} shape {tuple(out.shape)}, the backward declares "
-                                  f"{shape}", {"output": position}))
+                                  f"{shape}{hint}", {"output": position}))
         gos[position] = grad_output(spec, shape, out.dtype, sentinel, backend.device, position)
     leaves = [built.views[n] for n in names]
     allowance.call_started()

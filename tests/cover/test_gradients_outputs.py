@@ -143,3 +143,23 @@ def test_a_bad_outputs_declaration_names_the_argument(outputs, match):
         declare(backward=Backward(outputs=outputs))
     assert declare(backward=Backward(outputs=1)).contract.backward.outputs == {1: ("M", "N")}
     assert declare().contract.backward.outputs is None
+
+
+def test_a_gradient_summed_from_two_outputs_in_its_own_dtype_is_allowed_each_shares_rounding():
+    # torch's autograd adds x's two parts (g0 * w and g1 * v, each rounded to fp16) in fp16: where they cancel,
+    # the error is fp16's rounding of the parts, not of their sum.  A part dropped is still far outside.
+    half = {"x": Tensor(("M", "N"), dtypes=("float16",)), "w": Tensor(("N",), dtypes=("float16",)),
+            "v": Tensor(("N",), dtypes=("float16",))}
+
+    def two(x, w, v):
+        return x * w, x * v
+
+    def dropped(x, w, v):
+        return x * w, (x * v).detach() + (x * v - (x * v).detach()) * 0  # the second part's gradient is 0
+
+    honest = tc.register(two, name=f"cover_grad_outputs_fp16_{next(_ids)}", inputs=half, dims=DIMS, oracle=two,
+                         backward=True)
+    assert cell(honest, "grad:dtype:float16").outcome == "honoured"
+    bug = tc.register(dropped, name=f"cover_grad_outputs_fp16_dropped_{next(_ids)}", inputs=half, dims=DIMS,
+                      oracle=two, backward=True)
+    assert cell(bug, "grad:dtype:float16").outcome == "wrong"

@@ -32,7 +32,7 @@ from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
 from triton_conformance.oracles.quantization import dequantized
-from triton_conformance.oracles.tolerance import Bound, default_bound
+from triton_conformance.oracles.tolerance import SAFETY_FACTOR, UNIT_ROUNDOFF, Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "grad_outputs_by_position",
            "rejection"]
@@ -297,6 +297,7 @@ class Judge:
             except Exception as exc:  # noqa: BLE001 - an error in the user's own declaration is theirs
                 raise OracleError("backward error_scale", exc) from None
         magnitudes = self.gradient_magnitudes(inputs, scalars, gos)  # only for a gradient failing its bound
+        contributions = _traced_once(lambda: self._gradient_shares(inputs, gos, scalars))  # several outputs only
         for index, (name, grad, ref) in enumerate(zip(backward.grads, grads, refs)):
             if grad is None:
                 return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
@@ -307,6 +308,8 @@ class Judge:
             reduction = contract.grad_reduction(name, dims)
             bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
                                accumulate=contract.grad_accumulation(name, dtypes))
+            if len(gos) > 1 and bound.source.startswith("dtype"):  # a subject's own Tolerance stands as declared
+                bound = _with_rounded_contributions(bound, grad, contributions(index))
             found = rule_for(self.subject).check(OutputCheck(out=grad.detach(), ref=ref.detach(), bound=bound,
                                                              name=f"grad {name}", inputs=inputs, scalars=scalars,
                                                              judge=self,
@@ -315,6 +318,28 @@ class Judge:
                 return replace(found, message=f"{found.message} (reduction {reduction} terms)",
                                details={**found.details, "gradient": name, "reduction": reduction})
         return None
+
+    def _gradient_shares(self, inputs: Mapping[str, Any], gos: Mapping[int, Any], scalars: Mapping[str, Any]):
+        """For each declared gradient, sum_i |its part backpropagated from output i alone| (float64 autograd
+        of the oracle, one pass per output; an output the inputs do not reach has no part)."""
+        names = self.subject.contract.backward.grads
+        copies = self.as_float64(inputs)
+        for n in names:
+            copies[n].requires_grad_(True)
+        shares = [torch.zeros_like(copies[n]) for n in names]
+        try:
+            with torch.enable_grad():
+                refs = as_tuple(self.subject.contract.oracle(**copies, **self.launched_scalars(scalars)))
+                for p, go in gos.items():
+                    if not refs[p].requires_grad:
+                        continue
+                    parts = torch.autograd.grad(refs[p], [copies[n] for n in names], grad_outputs=go,
+                                                allow_unused=True, retain_graph=True)
+                    shares = [s if g is None else s + g.detach().abs() for s, g in zip(shares, parts)]
+        except Exception as exc:  # noqa: BLE001 - an error in the user's own reference is theirs
+            raise_if_out_of_memory(exc, "in the oracle's float64 autograd")
+            raise OracleError("oracle's float64 autograd", exc) from None
+        return tuple(shares)
 
     def output_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any]):
         """A function of an output's index giving the magnitude of the terms behind each of its elements
@@ -331,6 +356,18 @@ class Judge:
         return _traced_once(lambda: magnitude.gradient_magnitudes(
             self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars),
             self.subject.contract.backward.grads, gos))
+
+
+def _with_rounded_contributions(bound: Bound, grad: Any, contributions: Any) -> Bound:
+    """``bound`` widened by one rounding to ``grad``'s dtype of each output's contribution to it (autograd
+    sums a gradient reached through several outputs in the gradient's dtype; so may a kernel):
+    ``C * u_out * sum_i |contribution_i|`` more atol, as a sum of rounded terms allows."""
+    u_out = UNIT_ROUNDOFF.get(str(grad.dtype).replace("torch.", ""), 0.0)
+    if isinstance(contributions, magnitude.Unavailable) or not u_out:
+        return bound
+    extra = SAFETY_FACTOR * u_out * torch.nan_to_num(contributions.detach(), nan=0.0, posinf=0.0)
+    return replace(bound, atol=bound.atol + extra.to(torch.float64),
+                   source=f"{bound.source}, each output's share rounded")
 
 
 def grad_outputs_by_position(grad_output: Any) -> dict[int, Any]:

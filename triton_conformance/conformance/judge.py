@@ -297,7 +297,7 @@ class Judge:
             except Exception as exc:  # noqa: BLE001 - an error in the user's own declaration is theirs
                 raise OracleError("backward error_scale", exc) from None
         magnitudes = self.gradient_magnitudes(inputs, scalars, gos)  # only for a gradient failing its bound
-        contributions = _traced_once(lambda: self._gradient_shares(inputs, gos, scalars))  # several outputs only
+        contributions = _traced_once(lambda: self._gradient_shares(inputs, gos, scalars))  # only where one fails
         for index, (name, grad, ref) in enumerate(zip(backward.grads, grads, refs)):
             if grad is None:
                 return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
@@ -308,12 +308,15 @@ class Judge:
             reduction = contract.grad_reduction(name, dims)
             bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
                                accumulate=contract.grad_accumulation(name, dtypes))
-            if len(gos) > 1 and bound.source.startswith("dtype"):  # a subject's own Tolerance stands as declared
-                bound = _with_rounded_contributions(bound, grad, contributions(index))
-            found = rule_for(self.subject).check(OutputCheck(out=grad.detach(), ref=ref.detach(), bound=bound,
-                                                             name=f"grad {name}", inputs=inputs, scalars=scalars,
-                                                             judge=self,
-                                                             magnitude=functools.partial(magnitudes, index)))
+
+            def check(bound: Bound, grad: Any = grad, ref: Any = ref, index: int = index, name: str = name):
+                return rule_for(self.subject).check(OutputCheck(
+                    out=grad.detach(), ref=ref.detach(), bound=bound, name=f"grad {name}", inputs=inputs,
+                    scalars=scalars, judge=self, magnitude=functools.partial(magnitudes, index)))
+
+            found = check(bound)
+            if found is not None and len(gos) > 1 and bound.source.startswith("dtype"):  # a Tolerance stands
+                found = check(_with_rounded_contributions(bound, grad, contributions(index)))
             if found is not None:
                 return replace(found, message=f"{found.message} (reduction {reduction} terms)",
                                details={**found.details, "gradient": name, "reduction": reduction})

@@ -69,6 +69,9 @@ DIMS = {"M": Dim(1, 64), "N": Dim(1, 512)}
 def check_add_rms_norm_args(x, residual, weight, eps):
     """Raise TypeError/ValueError unless the arguments are inside the contract."""
     check_rms_norm_args(x, weight, eps, fn="add_rms_norm")
+    for name, t in (("x", x), ("weight", weight)):
+        if t.dtype not in (torch.float16, torch.float32):
+            raise TypeError(f"add_rms_norm: {name}.dtype={t.dtype}, expected float16 or float32")
     if not isinstance(residual, torch.Tensor):
         raise TypeError(f"add_rms_norm: residual is a {type(residual).__name__}, expected a torch.Tensor")
     if residual.shape != x.shape or residual.dtype != x.dtype:

@@ -32,7 +32,7 @@ from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
 from triton_conformance.oracles.quantization import dequantized
-from triton_conformance.oracles.tolerance import SAFETY_FACTOR, UNIT_ROUNDOFF, Bound, default_bound
+from triton_conformance.oracles.tolerance import Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "grad_outputs_by_position",
            "rejection"]
@@ -248,27 +248,36 @@ class Judge:
         return None
 
     # -- gradients --------------------------------------------------------
-    def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any]) -> tuple:
-        """Float64 autograd of the oracle on copies of ``inputs``: the declared gradients of
-        sum_i <output_i, grad_output_i> (``grad_output``: {output position: its grad_output}, or output 0's
-        alone), zeros for an input the outputs do not depend on."""
+    def _oracle_autograd(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], backprop: Any) -> Any:
+        """``backprop(outputs, leaves)`` on the oracle's outputs for float64 copies of ``inputs``, the declared
+        gradients' copies the leaves; the user's reference raising is an :class:`OracleError`."""
         names = self.subject.contract.backward.grads
-        gos = grad_outputs_by_position(grad_output)
         copies = self.as_float64(inputs)
         for n in names:
             copies[n].requires_grad_(True)
         try:
             with torch.enable_grad():
                 refs = as_tuple(self.subject.contract.oracle(**copies, **self.launched_scalars(scalars)))
-                pairs = [(refs[p], g) for p, g in gos.items()]
-                # An output the inputs do not reach adds nothing (unless none does: autograd then says so).
-                pairs = [(r, g) for r, g in pairs if r.requires_grad] or pairs
-                grads = torch.autograd.grad([r for r, _ in pairs], [copies[n] for n in names],
-                                            grad_outputs=[g for _, g in pairs], allow_unused=True)
+                return backprop(refs, [copies[n] for n in names])
         except Exception as exc:  # noqa: BLE001 - an error in the user's own reference is theirs
             raise_if_out_of_memory(exc, "in the oracle's float64 autograd")
             raise OracleError("oracle's float64 autograd", exc) from None
-        return tuple(torch.zeros_like(copies[n]) if g is None else g for n, g in zip(names, grads))
+
+    def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any]) -> tuple:
+        """Float64 autograd of the oracle on copies of ``inputs``: the declared gradients of
+        sum_i <output_i, grad_output_i> (``grad_output``: {output position: its grad_output}, or output 0's
+        alone), zeros for an input the outputs do not depend on."""
+        gos = grad_outputs_by_position(grad_output)
+
+        def backprop(refs: tuple, leaves: list) -> tuple:
+            # An output the inputs do not reach adds nothing (unless none does: autograd then says so).
+            pairs = [(refs[p], g) for p, g in gos.items()]
+            pairs = [(r, g) for r, g in pairs if r.requires_grad] or pairs
+            grads = torch.autograd.grad([r for r, _ in pairs], leaves, grad_outputs=[g for _, g in pairs],
+                                        allow_unused=True)
+            return tuple(torch.zeros_like(leaf) if g is None else g for leaf, g in zip(leaves, grads))
+
+        return self._oracle_autograd(inputs, scalars, backprop)
 
     def compare_gradients(self, inputs: Mapping[str, Any], grad_output: Any, dims: Mapping[str, int],
                           dtypes: Mapping[str, str], scalars: Mapping[str, Any], grads: tuple) -> Finding | None:
@@ -316,7 +325,9 @@ class Judge:
 
             found = check(bound)
             if found is not None and len(gos) > 1 and bound.source.startswith("dtype"):  # a Tolerance stands
-                found = check(_with_rounded_contributions(bound, grad, contributions(index)))
+                shares = contributions(index)
+                if not isinstance(shares, magnitude.Unavailable):
+                    found = check(bound.with_rounded_shares(str(grad.dtype).replace("torch.", ""), shares))
             if found is not None:
                 return replace(found, message=f"{found.message} (reduction {reduction} terms)",
                                details={**found.details, "gradient": name, "reduction": reduction})
@@ -325,24 +336,16 @@ class Judge:
     def _gradient_shares(self, inputs: Mapping[str, Any], gos: Mapping[int, Any], scalars: Mapping[str, Any]):
         """For each declared gradient, sum_i |its part backpropagated from output i alone| (float64 autograd
         of the oracle, one pass per output; an output the inputs do not reach has no part)."""
-        names = self.subject.contract.backward.grads
-        copies = self.as_float64(inputs)
-        for n in names:
-            copies[n].requires_grad_(True)
-        shares = [torch.zeros_like(copies[n]) for n in names]
-        try:
-            with torch.enable_grad():
-                refs = as_tuple(self.subject.contract.oracle(**copies, **self.launched_scalars(scalars)))
-                for p, go in gos.items():
-                    if not refs[p].requires_grad:
-                        continue
-                    parts = torch.autograd.grad(refs[p], [copies[n] for n in names], grad_outputs=go,
-                                                allow_unused=True, retain_graph=True)
+        def backprop(refs: tuple, leaves: list) -> tuple:
+            shares = [torch.zeros_like(leaf) for leaf in leaves]
+            for p, go in gos.items():
+                if refs[p].requires_grad:
+                    parts = torch.autograd.grad(refs[p], leaves, grad_outputs=go, allow_unused=True,
+                                                retain_graph=True)
                     shares = [s if g is None else s + g.detach().abs() for s, g in zip(shares, parts)]
-        except Exception as exc:  # noqa: BLE001 - an error in the user's own reference is theirs
-            raise_if_out_of_memory(exc, "in the oracle's float64 autograd")
-            raise OracleError("oracle's float64 autograd", exc) from None
-        return tuple(shares)
+            return tuple(shares)
+
+        return self._oracle_autograd(inputs, scalars, backprop)
 
     def output_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any]):
         """A function of an output's index giving the magnitude of the terms behind each of its elements
@@ -359,18 +362,6 @@ class Judge:
         return _traced_once(lambda: magnitude.gradient_magnitudes(
             self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars),
             self.subject.contract.backward.grads, gos))
-
-
-def _with_rounded_contributions(bound: Bound, grad: Any, contributions: Any) -> Bound:
-    """``bound`` widened by one rounding to ``grad``'s dtype of each output's contribution to it (autograd
-    sums a gradient reached through several outputs in the gradient's dtype; so may a kernel):
-    ``C * u_out * sum_i |contribution_i|`` more atol, as a sum of rounded terms allows."""
-    u_out = UNIT_ROUNDOFF.get(str(grad.dtype).replace("torch.", ""), 0.0)
-    if isinstance(contributions, magnitude.Unavailable) or not u_out:
-        return bound
-    extra = SAFETY_FACTOR * u_out * torch.nan_to_num(contributions.detach(), nan=0.0, posinf=0.0)
-    return replace(bound, atol=bound.atol + extra.to(torch.float64),
-                   source=f"{bound.source}, each output's share rounded")
 
 
 def grad_outputs_by_position(grad_output: Any) -> dict[int, Any]:

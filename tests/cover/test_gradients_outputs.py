@@ -73,6 +73,7 @@ def test_the_counterexample_and_the_reproducer_carry_every_outputs_grad_output()
     assert {"grad_output", "grad_output[1]"} <= set(views)
     layouts = result.counterexample.spec["layouts"]
     assert layouts["grad_output[1]"]["kind"] == "transposed"  # each output's grad_output drawn in the cell's class
+    assert "'grad_output[1]': Layout('transposed'" in result.reproducer
     # The replay rebuilds both grad_outputs from the spec, so the example still fails.
     verdict = replay(subject.module, subject.name, "grad:layout:transposed", result.counterexample.spec,
                      check=False)

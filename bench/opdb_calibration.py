@@ -18,7 +18,7 @@ declaration, the same for every op:
   whose range depends on the largest rank it appears in;
 - the launcher is the op in the input dtype, the oracle the same op in float64;
   only the op's float outputs are compared;
-- a backward (``backward=True``, grad_output shaped as the output) where the
+- a backward (every output backpropagated, each grad_output shaped as its output) where the
   OpInfo supports autograd in every declared dtype and the output's shape is
   made of the dims.
 
@@ -184,6 +184,7 @@ class Declaration:
             shape = tuple(tuple(by_size.get(n, "ONE" if n == 1 else None) for n in o.shape) for o in low)
             shapes_out = shape if shapes_out in (None, shape) else "varies"
         self.output = shapes_out[0] if shapes_out != "varies" and None not in shapes_out[0] else None
+        self.outputs = () if shapes_out == "varies" else shapes_out  # every output's shape, for the backward
         return None
 
     def register(self, torch):
@@ -207,7 +208,10 @@ class Declaration:
         if (self.output is not None and set(self.output) <= set(dims) and op.supports_autograd
                 and all(getattr(torch, d) in op.supported_backward_dtypes("cpu") for d in self.dtypes)):
             from triton_conformance import Backward
-            backward = Backward(output=self.output)
+            # Every output carries a gradient, each with its own shape; where one's cannot be declared, the first.
+            shaped = all(None not in o and set(o) <= set(dims) for o in self.outputs)
+            outputs = None if len(self.outputs) < 2 else dict(enumerate(self.outputs)) if shaped else (0,)
+            backward = Backward(output=self.output, outputs=outputs)
 
         def launcher(**tensors):
             out = self.call([tensors[n] for n in self.names], torch)

@@ -12,6 +12,7 @@ importing triton to run them on the CPU.
 - :mod:`.attention`: ``attention_naive``, ``attention_masked``
 - :mod:`.flash_attention`: ``flash_attention``, ``flash_attention_causal``
 - :mod:`.layer_norm`: ``layer_norm``
+- :mod:`.add_rms_norm`: ``add_rms_norm`` (a fused residual add + RMS norm returning ``(y, h)``, both with gradients)
 - :mod:`.matmul`: ``matmul``
 - :mod:`.dropout`: ``relu_dropout`` (stochastic: fused ReLU + dropout)
 - :mod:`.stochastic_rounding`: ``stochastic_round_bf16`` (stochastic: rounding to the bfloat16 grid)

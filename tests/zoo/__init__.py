@@ -30,6 +30,7 @@ MODULES = (
     "zoo_launchers",
     "zoo_gradients",
     "zoo_gradient_reach",
+    "zoo_add_rms_norm",
     "zoo_autotune",
     "zoo_autotune_reach",
     "zoo_semantics",

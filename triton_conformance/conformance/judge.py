@@ -34,7 +34,8 @@ from triton_conformance.oracles import magnitude
 from triton_conformance.oracles.quantization import dequantized
 from triton_conformance.oracles.tolerance import Bound, default_bound
 
-__all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "rejection"]
+__all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "grad_outputs_by_position",
+           "rejection"]
 
 
 def as_tuple(x: Any) -> tuple:
@@ -247,28 +248,52 @@ class Judge:
         return None
 
     # -- gradients --------------------------------------------------------
-    def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any]) -> tuple:
-        """Float64 autograd of the oracle on copies of ``inputs``: the declared gradients of the output
-        backpropagating ``grad_output`` (zeros for an input the oracle's output does not depend on)."""
+    def _oracle_autograd(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], backprop: Any) -> Any:
+        """``backprop(outputs, leaves)`` on the oracle's outputs for float64 copies of ``inputs``, the declared
+        gradients' copies the leaves; the user's reference raising is an :class:`OracleError`."""
         names = self.subject.contract.backward.grads
         copies = self.as_float64(inputs)
         for n in names:
             copies[n].requires_grad_(True)
         try:
             with torch.enable_grad():
-                ref = as_tuple(self.subject.contract.oracle(**copies, **self.launched_scalars(scalars)))[0]
-                grads = torch.autograd.grad(ref, [copies[n] for n in names], grad_outputs=grad_output,
-                                            allow_unused=True)
+                refs = as_tuple(self.subject.contract.oracle(**copies, **self.launched_scalars(scalars)))
+                return backprop(refs, [copies[n] for n in names])
         except Exception as exc:  # noqa: BLE001 - an error in the user's own reference is theirs
             raise_if_out_of_memory(exc, "in the oracle's float64 autograd")
             raise OracleError("oracle's float64 autograd", exc) from None
-        return tuple(torch.zeros_like(copies[n]) if g is None else g for n, g in zip(names, grads))
+
+    def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any]) -> tuple:
+        """Float64 autograd of the oracle on copies of ``inputs``: the declared gradients of
+        sum_i <output_i, grad_output_i> (``grad_output``: {output position: its grad_output}, or output 0's
+        alone), zeros for an input the outputs do not depend on."""
+        gos = grad_outputs_by_position(grad_output)
+
+        def backprop(refs: tuple, leaves: list) -> tuple:
+            # An output the inputs do not reach adds nothing (unless none does: autograd then says so).
+            pairs = [(refs[p], g) for p, g in gos.items()]
+            pairs = [(r, g) for r, g in pairs if r.requires_grad] or pairs
+            grads = torch.autograd.grad([r for r, _ in pairs], leaves, grad_outputs=[g for _, g in pairs],
+                                        allow_unused=True)
+            return tuple(torch.zeros_like(leaf) if g is None else g for leaf, g in zip(leaves, grads))
+
+        return self._oracle_autograd(inputs, scalars, backprop)
 
     def compare_gradients(self, inputs: Mapping[str, Any], grad_output: Any, dims: Mapping[str, int],
                           dtypes: Mapping[str, str], scalars: Mapping[str, Any], grads: tuple) -> Finding | None:
-        """A Finding if the backward's ``grads`` (for ``inputs`` and the float64 ``grad_output``) break the
-        contract, else None.  Each gradient is bounded as an output is, with the terms its own reduction
-        sums (``Contract.grad_reduction``: dW sums over the rows) in its own accumulation dtype."""
+        """A Finding if the backward's ``grads`` (for ``inputs`` and the float64 ``grad_output``: {output
+        position: its grad_output}, or output 0's alone) break the contract, else None.  Each gradient is
+        bounded as an output is, with the terms its own reduction sums (``Contract.grad_reduction``: dW sums
+        over the rows) in its own accumulation dtype."""
+        gos = grad_outputs_by_position(grad_output)
+        if max(gos) > 0 and max(gos) >= (count := len(self.oracle(inputs, scalars))):
+            if self.subject.contract.backward.outputs is not None:  # the declaration disagrees with its oracle
+                raise OracleError("oracle", ValueError(f"it returned {count} output(s), but Backward(outputs=...) "
+                                                       f"declares a gradient for output {max(gos)}"))
+            return Finding("wrong", "bad-output", f"the launcher returned output[{max(gos)}] with a gradient, the "
+                           f"oracle {count} output(s)")
+        # The declared error_scale gets one grad_output as it always has, or all of them by position.
+        grad_output = gos[0] if list(gos) == [0] else gos
         contract = self.subject.contract
         backward = contract.backward
         refs = self.oracle_gradients(inputs, grad_output, scalars)
@@ -280,7 +305,8 @@ class Judge:
                                                        **self.launched_scalars(scalars)))
             except Exception as exc:  # noqa: BLE001 - an error in the user's own declaration is theirs
                 raise OracleError("backward error_scale", exc) from None
-        magnitudes = self.gradient_magnitudes(inputs, scalars, grad_output)  # only for a gradient failing its bound
+        magnitudes = self.gradient_magnitudes(inputs, scalars, gos)  # only for a gradient failing its bound
+        contributions = _traced_once(lambda: self._gradient_shares(inputs, gos, scalars))  # only where one fails
         for index, (name, grad, ref) in enumerate(zip(backward.grads, grads, refs)):
             if grad is None:
                 return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
@@ -291,14 +317,35 @@ class Judge:
             reduction = contract.grad_reduction(name, dims)
             bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
                                accumulate=contract.grad_accumulation(name, dtypes))
-            found = rule_for(self.subject).check(OutputCheck(out=grad.detach(), ref=ref.detach(), bound=bound,
-                                                             name=f"grad {name}", inputs=inputs, scalars=scalars,
-                                                             judge=self,
-                                                             magnitude=functools.partial(magnitudes, index)))
+
+            def check(bound: Bound, grad: Any = grad, ref: Any = ref, index: int = index, name: str = name):
+                return rule_for(self.subject).check(OutputCheck(
+                    out=grad.detach(), ref=ref.detach(), bound=bound, name=f"grad {name}", inputs=inputs,
+                    scalars=scalars, judge=self, magnitude=functools.partial(magnitudes, index)))
+
+            found = check(bound)
+            if found is not None and len(gos) > 1 and bound.source.startswith("dtype"):  # a Tolerance stands
+                shares = contributions(index)
+                if not isinstance(shares, magnitude.Unavailable):
+                    found = check(bound.with_rounded_shares(str(grad.dtype).replace("torch.", ""), shares))
             if found is not None:
                 return replace(found, message=f"{found.message} (reduction {reduction} terms)",
                                details={**found.details, "gradient": name, "reduction": reduction})
         return None
+
+    def _gradient_shares(self, inputs: Mapping[str, Any], gos: Mapping[int, Any], scalars: Mapping[str, Any]):
+        """For each declared gradient, sum_i |its part backpropagated from output i alone| (float64 autograd
+        of the oracle, one pass per output; an output the inputs do not reach has no part)."""
+        def backprop(refs: tuple, leaves: list) -> tuple:
+            shares = [torch.zeros_like(leaf) for leaf in leaves]
+            for p, go in gos.items():
+                if refs[p].requires_grad:
+                    parts = torch.autograd.grad(refs[p], leaves, grad_outputs=go, allow_unused=True,
+                                                retain_graph=True)
+                    shares = [s if g is None else s + g.detach().abs() for s, g in zip(shares, parts)]
+            return tuple(shares)
+
+        return self._oracle_autograd(inputs, scalars, backprop)
 
     def output_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any]):
         """A function of an output's index giving the magnitude of the terms behind each of its elements
@@ -309,10 +356,17 @@ class Judge:
 
     def gradient_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], grad_output: Any):
         """As :meth:`output_magnitudes`, for the gradients the backward declares (in ``Backward.grads``
-        order), backpropagating ``grad_output``: pass ``functools.partial(it, i)`` to ``compare``."""
+        order), backpropagating ``grad_output`` ({output position: its grad_output}, or output 0's alone):
+        pass ``functools.partial(it, i)`` to ``compare``."""
+        gos = {p: g.detach().to(torch.float64) for p, g in grad_outputs_by_position(grad_output).items()}
         return _traced_once(lambda: magnitude.gradient_magnitudes(
             self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars),
-            self.subject.contract.backward.grads, grad_output.detach().to(torch.float64)))
+            self.subject.contract.backward.grads, gos))
+
+
+def grad_outputs_by_position(grad_output: Any) -> dict[int, Any]:
+    """``grad_output`` as {output position: its grad_output}: a mapping as it is, one tensor as output 0's."""
+    return dict(grad_output) if isinstance(grad_output, Mapping) else {0: grad_output}
 
 
 def _traced_once(trace: Any):

@@ -2,8 +2,8 @@
 
 A plain frozen value object with no torch import, so that declaring a subject
 costs nothing until the battery runs; the objects it is made of (``Dim``,
-``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``) live in :mod:`.inputs` and are
-re-exported here.  Each validator raises :class:`InvalidContract` naming the
+``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``) live in :mod:`.inputs`, and
+``Backward`` in :mod:`.backward`; they are re-exported here.  Each validator raises :class:`InvalidContract` naming the
 field, the value and what was expected.
 """
 
@@ -32,6 +32,7 @@ from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
     Scalar,
     Tolerance,
 )
+from triton_conformance.model.backward import Backward, accumulate_value, resolve_backward
 from triton_conformance.model.scales import check_scales
 from triton_conformance.model.stochastic import StochasticModel
 
@@ -52,54 +53,6 @@ __all__ = [
     "Contract",
     "Backward",
 ]
-
-
-def _accumulate_value(where: str, acc: Any) -> str | dict[str, str]:
-    """A validated accumulation declaration (``Contract.accumulate``, ``Backward.accumulate[...]``)."""
-    expected = (f"a float dtype {FLOAT_DTYPES}, {ACCUMULATE_INPUT!r} (the input dtype), or a mapping "
-                "from input dtype to accumulation dtype such as {'float16': 'float16', 'float32': 'float32'}")
-    if isinstance(acc, Mapping):
-        for k, v in acc.items():
-            if k not in FLOAT_DTYPES:
-                raise _fail("Contract", where, k, f"input dtypes from {FLOAT_DTYPES} as keys")
-            if v not in FLOAT_DTYPES:
-                raise _fail("Contract", f"{where}[{k!r}]", v, f"an accumulation dtype from {FLOAT_DTYPES}")
-        return dict(acc)
-    if acc not in FLOAT_DTYPES + (ACCUMULATE_INPUT,):
-        raise _fail("Contract", where, acc, expected)
-    return acc
-
-
-@dataclass(frozen=True)
-class Backward:
-    """A subject's backward, as its contract declares it (``register(..., backward=...)``).
-
-    - ``grads``: the inputs that get gradients (default: every float Tensor input);
-    - ``output``: the dim symbols of the output's shape, which grad_output has
-      (default: the shape of the first input in ``grads``);
-    - ``reduces``: gradient name -> dim symbol(s) its computation sums over, which
-      scale its tolerance (default: the output dims the input lacks, as dW sums
-      over rows; else the forward's ``reduces``);
-    - ``deterministic``: bitwise-identical gradients for identical inputs (None: as
-      the forward claims; False for a dW reduced with atomics);
-    - ``overwrites_grad_output``: the backward may write into grad_output;
-    - ``error_scale``: a torch function of the inputs, ``grad_output`` and the scalars (by
-      keyword, float64) giving {gradient name: the magnitude its rounding errors scale with},
-      elementwise or a number (the terms it sums, where they cancel); default the largest
-      ``|oracle gradient|``;
-    - ``accumulate``: {gradient name: the precision its terms are formed and summed in}, for a
-      gradient where that is not the forward's ``accumulate`` (a value as ``Contract.accumulate``
-      takes: a float dtype, ``"input"``, or {input dtype: dtype}); e.g. ``{"W": "input"}`` for a
-      dW summing ``dy * x_hat`` products rounded to the input dtype (HF Llama's RMSNorm casting).
-    """
-
-    grads: tuple[str, ...] = ()
-    output: tuple[str, ...] | None = None
-    reduces: Mapping[str, Any] = field(default_factory=dict)
-    deterministic: bool | None = None
-    overwrites_grad_output: bool = False
-    error_scale: Callable[..., Any] | None = None
-    accumulate: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,53 +190,7 @@ class Contract:
         object.__setattr__(self, "autotuned", tuple(kernels))
 
     def _check_backward(self) -> None:
-        b = self.backward
-        if b is None or b is False:
-            object.__setattr__(self, "backward", None)
-            return
-        if b is True:
-            b = Backward()
-        elif isinstance(b, str):
-            b = Backward(grads=(b,))
-        elif isinstance(b, (tuple, list)):
-            b = Backward(grads=tuple(b))
-        elif not isinstance(b, Backward):
-            raise _fail("Contract", "backward", b, "True, the names of the inputs that get gradients, "
-                        "or Backward(grads=..., ...)")
-        floats = [n for n in self.tensor_names if getattr(self.inputs[n], "index_of", None) is None
-                  and any(d in FLOAT_DTYPES for d in self.inputs[n].dtypes)]
-        grads = tuple(b.grads) if b.grads else tuple(floats)
-        for name in grads:
-            if name not in floats:
-                raise _fail("Contract", "backward.grads", name, f"names of float Tensor inputs from {floats}")
-        if not grads or len(set(grads)) != len(grads):
-            raise _fail("Contract", "backward.grads", grads, "each float input named once, at least one")
-        output = tuple(b.output) if b.output is not None else tuple(self.inputs[grads[0]].shape)
-        for sym in output:
-            if sym not in self.dims:
-                raise _fail("Contract", "backward.output", sym, f"dims declared in dims={sorted(self.dims)}")
-        reduces = {}
-        for name, syms in dict(b.reduces).items():
-            syms = (syms,) if isinstance(syms, str) else tuple(syms)
-            if name not in grads or any(s not in self.dims for s in syms):
-                raise _fail("Contract", f"backward.reduces[{name!r}]", syms,
-                            f"a gradient from {grads} mapped to dims from {sorted(self.dims)}")
-            reduces[name] = syms
-        if b.error_scale is not None and not callable(b.error_scale):
-            raise _fail("Contract", "backward.error_scale", b.error_scale, "a callable or None")
-        if b.deterministic not in (None, True, False) or not isinstance(b.overwrites_grad_output, bool):
-            raise _fail("Contract", "backward", b, "deterministic None/True/False, overwrites_grad_output a bool")
-        if not isinstance(b.accumulate, Mapping):
-            raise _fail("Contract", "backward.accumulate", b.accumulate, f"a mapping from gradients {grads} to "
-                        "accumulation dtypes")
-        accumulate = {}
-        for name, acc in b.accumulate.items():
-            if name not in grads:
-                raise _fail("Contract", "backward.accumulate", name, f"a gradient from {grads} as keys")
-            accumulate[name] = _accumulate_value(f"backward.accumulate[{name!r}]", acc)
-        object.__setattr__(self, "backward", replace(
-            b, grads=grads, output=output, reduces=reduces, accumulate=accumulate,
-            deterministic=self.deterministic if b.deterministic is None else b.deterministic))
+        object.__setattr__(self, "backward", resolve_backward(self, self.backward))
 
     def grad_reduction(self, name: str, dims: Mapping[str, int]) -> int:
         """How many terms gradient ``name`` sums (its tolerance's reduction length) at ``dims``."""
@@ -322,7 +229,7 @@ class Contract:
         object.__setattr__(self, "inputs", inputs)
 
     def _check_accumulate(self) -> None:
-        object.__setattr__(self, "accumulate", _accumulate_value("accumulate", self.accumulate))
+        object.__setattr__(self, "accumulate", accumulate_value("accumulate", self.accumulate))
 
     def accumulation(self, dtypes: Mapping[str, str], accumulate: str | Mapping[str, str] | None = None) -> str:
         """The dtype the kernel accumulates in for an example whose inputs have ``dtypes``.

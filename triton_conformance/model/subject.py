@@ -153,7 +153,8 @@ def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
       less a returned in-place input itself); the oracle returns them in that order.
     - ``backward``: the subject has a backward: ``True`` (every float input gets a gradient),
       the names that get gradients (``("x", "weight")``), or ``Backward(...)``; the ``grad``
-      cells judge its gradients against float64 autograd of the oracle.
+      cells judge its gradients against float64 autograd of the oracle, every float output
+      backpropagated with a grad_output of its own (``Backward(outputs=...)`` says which).
     - ``autotuned``: the ``@triton.autotune`` kernels the launcher runs (one, or a tuple),
       needed only where its code does not show them (a kernel picked from a table at run
       time, a launcher in a compiled extension); by default they are found in its code.

@@ -246,16 +246,18 @@ def output_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], sca
 
 
 def gradient_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any],
-                        grads: Sequence[str], grad_output: torch.Tensor) -> tuple | Unavailable:
-    """The magnitude of the terms behind each gradient (of the oracle's first output, backpropagating
-    ``grad_output``) with respect to ``grads``, or :class:`Unavailable` as :func:`output_magnitudes`."""
+                        grads: Sequence[str], grad_output: Any) -> tuple | Unavailable:
+    """The magnitude of the terms behind each gradient with respect to ``grads`` (of the oracle's outputs,
+    backpropagating ``grad_output``: {output position: its grad_output}, or output 0's alone), or
+    :class:`Unavailable` as :func:`output_magnitudes`."""
+    gos = dict(grad_output) if isinstance(grad_output, Mapping) else {0: grad_output}
     try:
         with _composable_attention(), torch.enable_grad():
             tracked = _tracked_inputs(inputs, grads)
             out = oracle(**tracked, **scalars)
-            first = out[0] if isinstance(out, (tuple, list)) else out
-            go = _Tracked(grad_output, grad_output.abs())
-            got = torch.autograd.grad(first, [tracked[n] for n in grads], grad_outputs=go, allow_unused=True)
+            outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            got = torch.autograd.grad([outs[p] for p in gos], [tracked[n] for n in grads],
+                                      grad_outputs=[_Tracked(g, g.abs()) for g in gos.values()], allow_unused=True)
     except Exception as exc:  # noqa: BLE001
         return _unavailable(exc)
     return tuple(None if g is None else g.magnitude if isinstance(g, _Tracked) else torch.zeros_like(g)

@@ -124,6 +124,17 @@ class Bound:
                                                  allowance), per_term=0.0,
                        source=f"{self.source}; {self.per_term:.3g} * the terms' magnitude")
 
+    def with_rounded_shares(self, out_dtype: str, shares) -> "Bound":
+        """This bound widened by one rounding to ``out_dtype`` of each of the parts summed into an element
+        (``shares``: elementwise sum_i |part_i|): ``C * u_out * shares`` more atol, as a sum of rounded
+        terms allows.  A gradient reached through several outputs is such a sum (autograd adds the parts
+        in the gradient's dtype; so may a kernel).  Non-finite shares add nothing."""
+        import torch
+
+        u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
+        extra = SAFETY_FACTOR * u_out * torch.nan_to_num(shares.detach().to(torch.float64), nan=0.0, posinf=0.0)
+        return replace(self, atol=self.atol + extra, source=f"{self.source}, each part rounded")
+
     def describe(self) -> str:
         if self.reference_k is not None:
             atol = self.atol if isinstance(self.atol, (int, float)) else float(self.atol.max())

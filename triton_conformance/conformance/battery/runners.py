@@ -10,8 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from triton_conformance.conformance.battery.backward import GRAD_OUTPUT, output_shape, run_gradient_example
+import torch
+
+from triton_conformance.conformance.battery.backward import (
+    GRAD_OUTPUT,
+    gradient_outputs,
+    grad_output_key,
+    output_shape,
+    run_gradient_example,
+)
 from triton_conformance.conformance.battery.forward import run_example
+from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.results import counterexample
 from triton_conformance.model.outcomes import Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for
@@ -60,9 +69,28 @@ class BackwardExamples:
                                     determinism=self.determinism, allowance=c.allowance)
 
     def counterexample(self, spec: Spec) -> Counterexample:
+        """The spec's tensors and each output's grad_output (``grad_output``, ``grad_output[1]``...)."""
         subject = self.context.subject
-        shape = output_shape(subject, spec)
-        strides, offset, _ = strides_for(shape, spec.layout(GRAD_OUTPUT))
         dtype = spec.dtypes[subject.contract.backward.grads[0]]
-        return counterexample(subject, spec, {GRAD_OUTPUT: TensorView(shape=shape, strides=strides,
-                                                                      storage_offset=offset, dtype=dtype)})
+        views = {}
+        for position in self._positions(spec):
+            shape = output_shape(subject, spec, position)
+            key = grad_output_key(position)
+            strides, offset, _ = strides_for(shape, spec.layouts.get(key) or spec.layout(GRAD_OUTPUT))
+            views[key] = TensorView(shape=shape, strides=strides, storage_offset=offset, dtype=dtype)
+        return counterexample(subject, spec, views)
+
+    def _positions(self, spec: Spec) -> tuple[int, ...]:
+        """The outputs that carry a gradient: declared, or (by default) the oracle's float outputs on the
+        spec's shapes (zeros: only their number and dtypes matter)."""
+        subject = self.context.subject
+        if subject.contract.backward.outputs is not None:
+            return tuple(subject.contract.backward.outputs)
+        zeros = {}
+        for name, decl in subject.contract.inputs.items():
+            shape = tuple(spec.dims[s] for s in decl.shape)
+            zeros[name] = torch.zeros(shape, dtype=getattr(torch, spec.dtypes[name]))
+        try:
+            return gradient_outputs(subject, self.context.judge.oracle(zeros, spec.scalars)) or (0,)
+        except (Exception, OracleError):  # noqa: BLE001 - the cell's verdict stands; its display keeps output 0
+            return (0,)

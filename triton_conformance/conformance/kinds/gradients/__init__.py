@@ -4,8 +4,10 @@ Only a contract with ``backward=`` gets them (every other subject's matrix,
 and the main job's cost, are unchanged).  Each cell searches with the one
 search (:mod:`...search`) and the backward battery
 (:mod:`...battery.backward`): the forward inputs drawn as the searched cells
-draw them, grad_output drawn with a layout class of its own, every declared
-gradient compared with float64 autograd of the oracle through the same
+draw them, a grad_output for every output that carries a gradient (by default
+every float output; ``Backward(outputs=...)`` says which), each drawn with a
+layout class of its own, every declared gradient compared with float64 autograd
+of the oracle's sum_i <output_i, grad_output_i> through the same
 :class:`~...judge.Judge` as outputs:
 
 - ``grad:layout:<class>``: grad_output contiguous, transposed, sliced, padded,
@@ -32,7 +34,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from triton_conformance.conformance.battery.backward import GRAD_OUTPUT
+from triton_conformance.conformance.battery.backward import grad_output_key, output_symbols
 from triton_conformance.conformance.battery.runners import BackwardExamples
 from triton_conformance.conformance.kinds.base import CellContext, CellKind, untestable
 from triton_conformance.conformance.search.cell import search_cell
@@ -73,27 +75,36 @@ _VALUES = (
 
 
 def _rank2(subject: Subject) -> bool:
-    return len(subject.contract.backward.output) >= 2
+    return len(output_symbols(subject)) >= 2
+
+
+def _grad_layout(grad_layout: str | None, rank: int) -> st.SearchStrategy[Layout]:
+    """A grad_output layout of class ``grad_layout`` (any class: ``None``) for a rank-``rank`` output;
+    contiguous where the class needs a rank the output lacks (an output other than the first)."""
+    if grad_layout is None:
+        classes = [k for k in GRAD_LAYOUTS if rank >= 2 or k not in ("transposed", "padded")]
+        return st.sampled_from(classes).flatmap(lambda k: layouts(k, rank))
+    if grad_layout in ("transposed", "padded") and rank < 2:
+        return st.just(Layout())
+    if grad_layout == "broadcast" and rank:
+        # Every dim stride 0 first (the grad of .sum(): ones expanded), then any subset.
+        return st.one_of(st.just(Layout("broadcast", broadcast=tuple(range(rank)))), layouts("broadcast", rank))
+    return layouts(grad_layout, rank)
 
 
 def gradient_specs(subject: Subject, *, grad_layout: str | None, memory: bool, dtypes: tuple[str, ...],
                    max_elements: int, max_outer: int, **pins: Any) -> st.SearchStrategy[Spec]:
     """Specs of ``subject``'s forward inputs (contiguous, or any claimed layout with ``memory``; ``pins``:
-    ``dtype``, ``shape``, ``values`` as :func:`~...strategies.specs` takes them) plus a layout for
-    grad_output: of class ``grad_layout``, or any class (``None``)."""
+    ``dtype``, ``shape``, ``values`` as :func:`~...strategies.specs` takes them) plus a layout for each
+    grad_output (output 0's, and each other output the backward declares: ``grad_output_key``): of class
+    ``grad_layout``, or any class (``None``)."""
     contract = subject.contract
-    rank = len(contract.backward.output)
     base = specs(contract, layout="memory" if memory else None, dtypes=dtypes, max_elements=max_elements,
                  max_outer=max_outer, **pins)
-    if grad_layout is None:
-        classes = [k for k in GRAD_LAYOUTS if rank >= 2 or k not in ("transposed", "padded")]
-        layout = st.sampled_from(classes).flatmap(lambda k: layouts(k, rank))
-    elif grad_layout == "broadcast" and rank:
-        # Every dim stride 0 first (the grad of .sum(): ones expanded), then any subset.
-        layout = st.one_of(st.just(Layout("broadcast", broadcast=tuple(range(rank)))), layouts("broadcast", rank))
-    else:
-        layout = layouts(grad_layout, rank)
-    return st.tuples(base, layout).map(lambda pair: replace(pair[0], layouts={**pair[0].layouts, GRAD_OUTPUT: pair[1]}))
+    positions = sorted({0, *(contract.backward.outputs or ())})
+    grads = st.fixed_dictionaries({grad_output_key(p): _grad_layout(grad_layout, len(output_symbols(subject, p)))
+                                   for p in positions})
+    return st.tuples(base, grads).map(lambda pair: replace(pair[0], layouts={**pair[0].layouts, **pair[1]}))
 
 
 def cell_options(value: str) -> dict[str, Any]:

@@ -155,3 +155,12 @@ def test_the_second_order_term_is_the_product_of_the_factors_errors():
     assert torch.allclose(m, torch.full((3,), 16 * FP32_UNIT, dtype=torch.float64))
     mm = magnitude(lambda x: (x - x)[None] @ (x - x)[:, None], x=x)
     assert torch.allclose(mm, torch.full((1, 1), 3 * 16 * FP32_UNIT, dtype=torch.float64))
+
+
+def test_an_op_the_oracle_runs_in_bf16_counts_its_rounding_once():
+    x = torch.rand(32, dtype=torch.float64) + 0.5
+    m = magnitude(lambda x: (x.to(torch.bfloat16) * 3).double(), x=x)
+    xb = x.to(torch.bfloat16).double()
+    cast = x + (BF16_UNIT / FP32_UNIT) * xb  # x's own |x| and its rounding to bf16
+    # 3 times that, and the product's rounding at bf16, once (its second order is below 1e-6 of it)
+    assert torch.allclose(m, 3 * cast + (BF16_UNIT / FP32_UNIT) * (xb * 3).to(torch.bfloat16).double(), rtol=1e-6)

@@ -59,6 +59,8 @@ _EXACTLY_ROUNDED = {"add", "sub", "rsub", "mul", "neg", "abs", "where", "clamp",
                     "maximum", "minimum", "fmax", "fmin", "masked_fill", "relu", "threshold", "hardtanh",
                     "sign", "sgn", "floor", "ceil", "round", "trunc", "copysign", "fill", "lerp"}
 LIBRARY_ULPS = 4.0
+# Pointwise ops affine in every float argument: no second-order term (their second difference is 0).
+_AFFINE = {"add", "sub", "rsub", "neg", "where", "masked_fill", "fill"}
 _SELECTIONS = {"amax", "amin", "max", "min"}
 _SORTS = {"sort", "topk"}
 _BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "convolution"}
@@ -241,7 +243,7 @@ def _pointwise(func, values, vkwargs, mags, mkwargs, out, unit):
                                one(v + step), one(v - step))
         # 0 * inf (a derivative that is infinite where no term reaches) is 0, not NaN.
         total = _plus(total, tree_map(lambda t: torch.nan_to_num(t.abs(), nan=0.0) if is_float(t) else t, tangent))
-    if moving:
+    if moving and _name(func) not in _AFFINE:
         total = _plus(total, _second_order(at, vflat, mflat, moving, unit, out))
     return total
 

@@ -16,6 +16,7 @@ KERNEL_MODULES = [
     "kernels_under_test.stochastic_rounding",
     "kernels_under_test.rms_norm",
     "kernels_under_test.softmax_autotuned",
+    "kernels_under_test.adamw",
 ]
 
 

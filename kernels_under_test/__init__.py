@@ -17,4 +17,5 @@ importing triton to run them on the CPU.
 - :mod:`.dropout`: ``relu_dropout`` (stochastic: fused ReLU + dropout)
 - :mod:`.stochastic_rounding`: ``stochastic_round_bf16`` (stochastic: rounding to the bfloat16 grid)
 - :mod:`.tma_matmul`: ``tma_matmul`` (fp16, through host tensor descriptors)
+- :mod:`.adamw`: ``adamw`` (a fused AdamW step, its scalars formed on the host in float64)
 """

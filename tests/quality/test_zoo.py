@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.zoo import all_bugs, correct_twin
+from tests.zoo import all_bugs, all_correct, correct_twin
 from triton_conformance.model.config import RunConfig, run_config
 from triton_conformance import get_subject
 from triton_conformance.workers.executor import CellExecutor
 from triton_conformance.conformance.runner import run_cell
 
 BUGS = all_bugs()
+CORRECT = all_correct()
 # Under the interpreter a read or write far enough out of bounds reaches unmapped memory
 # and kills the worker before the guard bands can be compared: the same bug, caught.
 OUT_OF_BOUNDS = ("poisoned-read", "oob-write")
@@ -43,3 +44,9 @@ def test_the_intended_cell_catches_the_bug(name, cell, outcome, finding, backend
     twin = correct_twin(buggy, kernels)
     passing = run_cell(twin, cell, backend=backend, config=run_config(profile="ci"))
     assert passing.passed and passing.outcome != "skipped", (twin.name, passing.outcome, passing.message)
+
+
+@pytest.mark.parametrize(("name", "cell"), CORRECT, ids=[f"{n}[{c}]" for n, c in CORRECT])
+def test_the_zoo_s_correct_kernels_pass(name, cell, backend, kernels):
+    result = run_cell(get_subject(name), cell, backend=backend, config=run_config(profile="ci"))
+    assert result.passed and result.outcome != "skipped", (name, result.outcome, result.message)

@@ -38,19 +38,32 @@ MODULES = (
     "zoo_fp8",
     "zoo_tma",
     "zoo_cuda_dispatch",
+    "zoo_adamw",
 )
 
 
 def correct_twin(buggy, registry):
     """The kernel under test whose contract ``buggy`` claims: same family, inputs, dims and
-    scalars, and (where that leaves more than one, e.g. causal or not) the same oracle."""
+    scalars, and (where that leaves more than one, e.g. causal or not) the same oracle, and then
+    the one in ``kernels_under_test`` (a zoo module may declare a correct kernel of the same claims)."""
     claims = lambda s: (s.family, dict(s.contract.inputs), dict(s.contract.dims), dict(s.contract.scalars))  # noqa: E731
     twins = [s for s in registry if s.xfail is None and claims(s) == claims(buggy)]
     if len(twins) > 1:
         twins = [s for s in twins if s.contract.oracle is buggy.contract.oracle]
+    if len(twins) > 1:
+        twins = [s for s in twins if s.module.startswith("kernels_under_test.")]
     if len(twins) != 1:
         raise LookupError(f"{buggy.name}: expected one correct twin, found {[s.name for s in twins]}")
     return twins[0]
+
+
+def all_correct():
+    """Import every zoo module and return the concatenation of their ``CORRECT``: ``(subject name,
+    contract cell)`` for the correct kernels a zoo module declares beside its bugs."""
+    correct = []
+    for name in MODULES:
+        correct += getattr(importlib.import_module(f"{__name__}.{name}"), "CORRECT", [])
+    return correct
 
 
 def all_bugs():

@@ -32,7 +32,8 @@ from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
 from triton_conformance.oracles.quantization import dequantized
-from triton_conformance.oracles.tolerance import Bound, default_bound
+from triton_conformance.oracles.rounding import widened
+from triton_conformance.oracles.tolerance import SAFETY_FACTOR, Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "grad_outputs_by_position",
            "rejection"]
@@ -125,8 +126,10 @@ class Judge:
     # -- the oracle -------------------------------------------------------
     def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:
         """``scalars`` as the kernel received them: a float scalar rounded to fp32, the type Triton gives
-        a Python float argument (a kernel forming ``1 - beta2`` from it is exact; the oracle must start
-        from the same beta2).  Int and bool scalars, and names the contract does not declare, as they are."""
+        a Python float argument (a kernel forming ``1 - beta2`` from it is exact).  The magnitude pass
+        gets them so too, each carrying its own rounding to fp32, so a kernel whose host formed
+        ``1 - beta2`` in float64 is inside the bound as well (:mod:`~..oracles.magnitude`).  Int and
+        bool scalars, and names the contract does not declare, as they are."""
         declared = self.subject.contract.scalars
         return {n: (_as_float32(v) if n in declared and declared[n].kind == "float" and isinstance(v, float) else v)
                 for n, v in scalars.items()}
@@ -141,7 +144,7 @@ class Judge:
     def as_float64(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """Copies of ``inputs``: float tensors in float64 (an input with a declared ``Scale`` dequantized);
         integer and bool tensors (indices, masks) as they are."""
-        copies = {n: (v.to(torch.float64) if v.dtype.is_floating_point else v.clone()) for n, v in inputs.items()}
+        copies = {n: (widened(v) if v.dtype.is_floating_point else v.clone()) for n, v in inputs.items()}
         return dequantized(self.subject.contract.inputs, copies)
 
     def oracle(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], *, in_input_dtype: bool = False) -> tuple:
@@ -240,9 +243,10 @@ class Judge:
             ref = self.mask_policy(inputs, ref.to(torch.float64))
             scale = scales[i].abs().to(torch.float64) if isinstance(scales[i], torch.Tensor) else scales[i]
             name = where + (f"output[{i}]" if len(outputs) > 1 else "output")
-            found = rule.check(OutputCheck(out=out, ref=ref, bound=self.bound(dims, dtypes, out, ref, scale), name=name,
+            bound = self.bound(dims, dtypes, out, ref, scale)
+            found = rule.check(OutputCheck(out=out, ref=ref, bound=bound, name=name,
                                            inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i),
-                                           magnitude=functools.partial(magnitudes, i)))
+                                           magnitude=functools.partial(magnitudes, i, _unit_of(bound))))
             if found is not None:
                 return found
         return None
@@ -306,7 +310,7 @@ class Judge:
             except Exception as exc:  # noqa: BLE001 - an error in the user's own declaration is theirs
                 raise OracleError("backward error_scale", exc) from None
         magnitudes = self.gradient_magnitudes(inputs, scalars, gos)  # only for a gradient failing its bound
-        contributions = _traced_once(lambda: self._gradient_shares(inputs, gos, scalars))  # only where one fails
+        contributions = _traced_once(lambda unit: self._gradient_shares(inputs, gos, scalars))  # only where one fails
         for index, (name, grad, ref) in enumerate(zip(backward.grads, grads, refs)):
             if grad is None:
                 return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
@@ -321,7 +325,7 @@ class Judge:
             def check(bound: Bound, grad: Any = grad, ref: Any = ref, index: int = index, name: str = name):
                 return rule_for(self.subject).check(OutputCheck(
                     out=grad.detach(), ref=ref.detach(), bound=bound, name=f"grad {name}", inputs=inputs,
-                    scalars=scalars, judge=self, magnitude=functools.partial(magnitudes, index)))
+                    scalars=scalars, judge=self, magnitude=functools.partial(magnitudes, index, _unit_of(bound))))
 
             found = check(bound)
             if found is not None and len(gos) > 1 and bound.source.startswith("dtype"):  # a Tolerance stands
@@ -351,17 +355,17 @@ class Judge:
         """A function of an output's index giving the magnitude of the terms behind each of its elements
         (:func:`~triton_conformance.oracles.magnitude.output_magnitudes`; traced once, on the first call:
         only an output that fails the plain bound needs it), or None where they cannot be traced."""
-        return _traced_once(lambda: magnitude.output_magnitudes(
-            self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars)))
+        return _traced_once(lambda unit: magnitude.output_magnitudes(
+            self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars), unit))
 
     def gradient_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], grad_output: Any):
         """As :meth:`output_magnitudes`, for the gradients the backward declares (in ``Backward.grads``
         order), backpropagating ``grad_output`` ({output position: its grad_output}, or output 0's alone):
         pass ``functools.partial(it, i)`` to ``compare``."""
         gos = {p: g.detach().to(torch.float64) for p, g in grad_outputs_by_position(grad_output).items()}
-        return _traced_once(lambda: magnitude.gradient_magnitudes(
+        return _traced_once(lambda unit: magnitude.gradient_magnitudes(
             self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars),
-            self.subject.contract.backward.grads, gos))
+            self.subject.contract.backward.grads, gos, unit))
 
 
 def grad_outputs_by_position(grad_output: Any) -> dict[int, Any]:
@@ -369,15 +373,22 @@ def grad_outputs_by_position(grad_output: Any) -> dict[int, Any]:
     return dict(grad_output) if isinstance(grad_output, Mapping) else {0: grad_output}
 
 
-def _traced_once(trace: Any):
-    """``i -> trace()[i]``, calling ``trace`` at most once (:class:`magnitude.Unavailable` where it gave one,
-    or too few)."""
-    done: list = []
+def _unit_of(bound: Bound) -> float:
+    """The unit roundoff ``bound`` allows per unit of the terms' magnitude (``per_term = C * unit``): the
+    unit the magnitude pass counts in, so the roundings it counts at a fixed precision (a cast to bf16,
+    a scalar's to fp32) weigh what they weigh.  fp32's where the bound takes no magnitudes."""
+    return bound.per_term / SAFETY_FACTOR if bound.per_term > 0 else magnitude.FP32_UNIT
 
-    def of(i: int):
-        if not done:
-            done.append(trace())
-        mags = done[0]
+
+def _traced_once(trace: Any):
+    """``(i, unit) -> trace(unit)[i]``, calling ``trace`` at most once a unit (:class:`magnitude.Unavailable`
+    where it gave one, or too few)."""
+    done: dict = {}
+
+    def of(i: int, unit: float = magnitude.FP32_UNIT):
+        if unit not in done:
+            done[unit] = trace(unit)
+        mags = done[unit]
         if isinstance(mags, magnitude.Unavailable):
             return mags
         if i >= len(mags):

@@ -23,6 +23,21 @@ was formed from, a first-order running error analysis:
 - composite ops (softmax, layer norm, cross entropy, gelu, their backwards)
   are decomposed with torch's own decompositions into the ops above.
 
+Magnitudes are counted in units of the unit roundoff the kernel computes in
+(``unit``, the judge's accumulation dtype), so that the roundings the oracle
+names at a fixed precision weigh what they weigh:
+
+- a float scalar reaches the kernel as fp32: it enters as a tracked 0-d input
+  whose magnitude is ``|s| * u_fp32 / unit``, so a kernel that forms
+  ``1 - beta2`` on the host in float64 and one that forms it from the fp32
+  ``beta2`` on the device are both inside the bound;
+- a cast to a coarser dtype inside the oracle (``p.to(torch.bfloat16)``,
+  ``.half()``) adds ``|p| * u_bf16 / unit``, and an op whose result the oracle
+  holds in bf16 rounds at bf16 (:func:`.rounding.rounded_to` says it in one call);
+- a product adds its second-order term, ``unit * m_a * m_b``, so a factor whose
+  float64 value is exactly zero (``x - mean`` of a constant row) still allows
+  the kernel's rounding.
+
 So ``m`` is Higham's ``sum |x_i|`` for a sum, ``|A| |B|`` for a product, and
 grows where an intermediate cancels: ``u * m`` is what a kernel that follows
 the oracle's steps in precision ``u`` may be off by.  The rules are in
@@ -43,11 +58,21 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from triton_conformance.oracles.magnitude_rules import apply, is_float, quietly_import_decompositions, rule_of
+from triton_conformance.oracles.magnitude_rules import (
+    apply,
+    is_float,
+    quietly_import_decompositions,
+    rule_of,
+    unit_roundoff,
+)
+from triton_conformance.oracles.rounding import HELD_AS as _HELD_AS
 
-__all__ = ["Unavailable", "gradient_magnitudes", "import_before_shims", "output_magnitudes"]
+__all__ = ["FP32_UNIT", "Unavailable", "gradient_magnitudes", "import_before_shims", "output_magnitudes"]
 
 aten = torch.ops.aten
+FP32_UNIT = unit_roundoff(torch.float32)
+# The unit roundoff the magnitudes of the pass in progress are counted in (set by the entry points).
+_UNIT = [FP32_UNIT]
 
 
 class Unsupported(Exception):
@@ -128,7 +153,7 @@ def _dispatch(func, args: tuple, kwargs: dict):
     out = func(*values, **vkwargs)
     if not any(is_float(o) for o in tree_flatten(out)[0]):
         return out
-    return _wrap(out, apply(rule, func, values, vkwargs, mags, mkwargs, out))
+    return _wrap(out, apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1]))
 
 
 def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
@@ -141,9 +166,9 @@ def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
         raise Unsupported(func)
     out = func(*((values[0].clone(),) + tuple(values[1:])), **vkwargs)  # on a copy: the inputs stay as they were
     if rule == "move":  # the same op on the target's magnitude, in place
-        apply(rule, func, values, vkwargs, mags, mkwargs, out)
+        apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1])
     else:  # a sum adds into the target's magnitude in place, then its roundings are added to that
-        target.magnitude.copy_(apply(rule, func, values, vkwargs, mags, mkwargs, out))
+        target.magnitude.copy_(apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1]))
     func(*values, **vkwargs)
     return target
 
@@ -218,7 +243,54 @@ def _composable_attention():
 
 
 def _tracked_inputs(inputs: Mapping[str, Any], grads: Sequence[str] = ()) -> dict[str, Any]:
-    return {n: (_Tracked(v, v.abs(), requires_grad=n in grads) if is_float(v) else v) for n, v in inputs.items()}
+    tracked = {}
+    for n, v in inputs.items():
+        if is_float(v):
+            tracked[n] = _Tracked(v, v.abs().to(torch.float64), requires_grad=n in grads)
+            if hasattr(v, _HELD_AS):
+                setattr(tracked[n], _HELD_AS, getattr(v, _HELD_AS))
+        else:
+            tracked[n] = v
+    return tracked
+
+
+def _tracked_scalars(scalars: Mapping[str, Any], inputs: Mapping[str, Any], unit: float) -> dict[str, Any]:
+    """The float scalars as 0-d inputs carrying their rounding to fp32 (``|s| * u_fp32``, in ``unit``s):
+    the kernel receives fp32, and the host may have formed it in float64 (``1 - beta2``)."""
+    device = next((v.device for v in inputs.values() if isinstance(v, torch.Tensor)), None)
+    out = {}
+    for n, s in scalars.items():
+        if isinstance(s, float):
+            value = torch.tensor(s, dtype=torch.float64, device=device)
+            out[n] = _Tracked(value, value.abs() * (FP32_UNIT / unit))
+        else:
+            out[n] = s
+    return out
+
+
+@contextlib.contextmanager
+def _counted_in(unit: float):
+    if not (isinstance(unit, float) and 0 < unit < 1):
+        raise ValueError(f"unit={unit!r}, expected the unit roundoff of a float dtype (0 < unit < 1)")
+    _UNIT.append(unit)
+    try:
+        yield
+    finally:
+        _UNIT.pop()
+
+
+def _with_scalars(run: Callable[[Mapping[str, Any]], Any], inputs, scalars, unit: float) -> Any:
+    """``run`` on the tracked scalars; on plain floats where the oracle needs a Python float (passes one to
+    an argument typed float): those scalars then carry no rounding of their own."""
+    tracked = _tracked_scalars(scalars, inputs, unit)
+    if all(tracked[n] is s for n, s in scalars.items()):
+        return run(scalars)
+    try:
+        return run(tracked)
+    except Unsupported:
+        raise
+    except Exception:  # noqa: BLE001 - the oracle wants floats: run it as the judge does
+        return run(scalars)
 
 
 def _magnitudes_of(outs: Sequence[Any]) -> tuple | Unavailable:
@@ -233,31 +305,41 @@ def _magnitudes_of(outs: Sequence[Any]) -> tuple | Unavailable:
     return tuple(mags)
 
 
-def output_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any]
-                      ) -> tuple | Unavailable:
-    """The magnitude of the terms behind each output of ``oracle`` on ``inputs`` (float64 tensors), or
-    :class:`Unavailable` where the oracle uses an op this module has no rule for (or fails under tracking)."""
-    try:
+def output_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any],
+                      unit: float = FP32_UNIT) -> tuple | Unavailable:
+    """The magnitude of the terms behind each output of ``oracle`` on ``inputs`` (float64 tensors), in units
+    of ``unit`` (the unit roundoff the kernel computes in), or :class:`Unavailable` where the oracle uses an
+    op this module has no rule for (or fails under tracking)."""
+    def run(s):
         with _composable_attention(), torch.no_grad():
-            out = oracle(**_tracked_inputs(inputs), **scalars)
+            return oracle(**_tracked_inputs(inputs), **s)
+
+    try:
+        with _counted_in(unit):
+            out = _with_scalars(run, inputs, scalars, unit)
     except Exception as exc:  # noqa: BLE001 - no magnitudes: the plain rule judges, and the finding says why
         return _unavailable(exc)
     return _magnitudes_of(out if isinstance(out, (tuple, list)) else (out,))
 
 
 def gradient_magnitudes(oracle: Callable[..., Any], inputs: Mapping[str, Any], scalars: Mapping[str, Any],
-                        grads: Sequence[str], grad_output: Any) -> tuple | Unavailable:
+                        grads: Sequence[str], grad_output: Any, unit: float = FP32_UNIT) -> tuple | Unavailable:
     """The magnitude of the terms behind each gradient with respect to ``grads`` (of the oracle's outputs,
     backpropagating ``grad_output``: {output position: its grad_output}, or output 0's alone), or
     :class:`Unavailable` as :func:`output_magnitudes`."""
     gos = dict(grad_output) if isinstance(grad_output, Mapping) else {0: grad_output}
-    try:
+
+    def run(s):
         with _composable_attention(), torch.enable_grad():
             tracked = _tracked_inputs(inputs, grads)
-            out = oracle(**tracked, **scalars)
+            out = oracle(**tracked, **s)
             outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-            got = torch.autograd.grad([outs[p] for p in gos], [tracked[n] for n in grads],
-                                      grad_outputs=[_Tracked(g, g.abs()) for g in gos.values()], allow_unused=True)
+            return torch.autograd.grad([outs[p] for p in gos], [tracked[n] for n in grads],
+                                       grad_outputs=[_Tracked(g, g.abs()) for g in gos.values()], allow_unused=True)
+
+    try:
+        with _counted_in(unit):
+            got = _with_scalars(run, inputs, scalars, unit)
     except Exception as exc:  # noqa: BLE001
         return _unavailable(exc)
     return tuple(None if g is None else g.magnitude if isinstance(g, _Tracked) else torch.zeros_like(g)

@@ -4,6 +4,13 @@ The rules of :mod:`.magnitude`'s running error analysis.  Each rule takes the
 op, its arguments twice (``values``: the float64 values; ``mags``: the same
 structure with each float tensor replaced by its magnitude, 0 for a constant)
 and the op's result, and returns the result's magnitude (same structure).
+
+Magnitudes are counted in units of ``unit``, the unit roundoff the kernel computes in
+(the judge's accumulation dtype): an op whose result the oracle itself holds in a
+lower precision (a cast to bf16, a sum of bf16 values) counts its rounding at that
+precision, ``u_low / unit`` times its size, and a product adds the second-order
+term ``unit * m_a * m_b`` (the product of its factors' errors), which is all that is
+left where the float64 value of a factor is exactly zero.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["LIBRARY_ULPS", "apply", "is_float", "rule_of"]
+__all__ = ["LIBRARY_ULPS", "apply", "is_float", "rule_of", "unit_roundoff"]
 
 aten = torch.ops.aten
 
@@ -52,6 +59,8 @@ _EXACTLY_ROUNDED = {"add", "sub", "rsub", "mul", "neg", "abs", "where", "clamp",
                     "maximum", "minimum", "fmax", "fmin", "masked_fill", "relu", "threshold", "hardtanh",
                     "sign", "sgn", "floor", "ceil", "round", "trunc", "copysign", "fill", "lerp"}
 LIBRARY_ULPS = 4.0
+# Pointwise ops affine in every float argument: no second-order term (their second difference is 0).
+_AFFINE = {"add", "sub", "rsub", "neg", "where", "masked_fill", "fill"}
 _SELECTIONS = {"amax", "amin", "max", "min"}
 _SORTS = {"sort", "topk"}
 _BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "convolution"}
@@ -59,6 +68,23 @@ _BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "con
 
 def is_float(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.dtype.is_floating_point
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """Half the machine epsilon of a float dtype: the largest relative error of rounding to it."""
+    return torch.finfo(dtype).eps / 2
+
+
+def _rounds_at(out: torch.Tensor, unit: float) -> float:
+    """How many ``unit``s an op's own rounding counts: 1, or more where its result is held in a
+    precision coarser than ``unit`` (an oracle that computes in bf16 says that the kernel does)."""
+    return max(unit_roundoff(out.dtype), unit) / unit
+
+
+def _wide(x: Any) -> Any:
+    """A float tensor in float64 (magnitudes, and the derivatives that move them, are never held in a
+    narrow dtype: fp16 would overflow at 65504), anything else as it is."""
+    return x.to(torch.float64) if is_float(x) and x.dtype != torch.float64 else x
 
 
 def _name(func) -> str:
@@ -83,21 +109,22 @@ def rule_of(func) -> str | None:
     return None
 
 
-def apply(rule: str, func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: dict, out: Any) -> Any:
-    """The magnitude of ``out = func(*values, **vkwargs)`` under ``rule``."""
+def apply(rule: str, func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: dict, out: Any,
+          unit: float) -> Any:
+    """The magnitude of ``out = func(*values, **vkwargs)`` under ``rule``, in units of ``unit``."""
     if rule == "pointwise":
-        return _pointwise(func, values, vkwargs, mags, mkwargs, out)
+        return _pointwise(func, values, vkwargs, mags, mkwargs, out, unit)
     if rule == "move":
-        return _moved(func, mags, mkwargs)
+        return _cast(func, values, out, _moved(func, mags, mkwargs), unit)
     if rule == "sum":
-        return _summed(func, values, vkwargs, mags, mkwargs, out)
+        return _summed(func, values, vkwargs, mags, mkwargs, out, unit)
     if rule == "constant":
         return tree_map(lambda o: torch.zeros_like(o) if is_float(o) else o, out)
     if rule == "selection":
         return _selection(func, values, vkwargs, mags[0], out)
     if rule == "sort":
         return _sorted(func, values, vkwargs, mags[0], out)
-    return _bilinear(func, values, vkwargs, mags, out)
+    return _bilinear(func, values, vkwargs, mags, out, unit)
 
 
 # -- helpers -----------------------------------------------------------------------
@@ -116,6 +143,8 @@ def _scalars_zeroed(func, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 def _moved(func, mags: tuple, mkwargs: dict) -> Any:
     """``func`` applied to the magnitudes instead of the values."""
     a, k = _scalars_zeroed(func, mags, mkwargs)
+    if "dtype" in k and k["dtype"] is not None and k["dtype"].is_floating_point:
+        k = {**k, "dtype": torch.float64}  # a cast moves the magnitude; it stays in float64 (_cast rounds)
     if _name(func) in _VIEWS_BY_SIZE and not func._schema.is_mutable:
         return a[0].reshape(a[1] if len(a) > 1 else k["size"])
     return func(*a, **k)
@@ -139,7 +168,19 @@ def _plus(a: Any, b: Any) -> Any:
 # -- the rules -----------------------------------------------------------------------
 
 
-def _summed(func, values, vkwargs, mags, mkwargs, out):
+def _cast(func, values, out, moved, unit):
+    """A move that converts to a coarser float dtype rounds: ``|out| * u_out / unit`` added
+    (``x.to(torch.bfloat16)``, ``.half()`` in an oracle say that the kernel rounds there)."""
+    source = values[0] if values else None
+    if not (is_float(source) and is_float(out) and is_float(moved)):
+        return moved
+    u_out, u_in = unit_roundoff(out.dtype), unit_roundoff(source.dtype)
+    if u_out <= u_in:
+        return moved
+    return moved + (u_out / unit) * finite_abs(_wide(out))
+
+
+def _summed(func, values, vkwargs, mags, mkwargs, out, unit):
     """The terms' magnitudes summed, plus ``sqrt(n) * sum |terms|``: the partial sums' roundings
     (each at most the sum of the terms' sizes; their errors grow as ``sqrt(n)`` over ``n`` steps,
     Higham and Mary's probabilistic bound)."""
@@ -151,8 +192,8 @@ def _summed(func, values, vkwargs, mags, mkwargs, out):
         n = max(values[-1].numel() // max(out.numel(), 1), 1) + 1
     else:
         n = max(values[0].numel() // max(out.numel(), 1), 1)
-    terms = _moved(func, _abs(values), vkwargs)
-    return _moved(func, mags, mkwargs) + math.sqrt(n) * terms
+    terms = _moved(func, tree_map(_wide, _abs(values)), vkwargs)
+    return _moved(func, mags, mkwargs) + math.sqrt(n) * _rounds_at(out, unit) * terms
 
 
 _JVP_THREAD: list = []
@@ -169,46 +210,75 @@ def _jvp(fn: Callable[[torch.Tensor], Any], primal: torch.Tensor, tangent: torch
     return _JVP_THREAD[0].submit(torch.func.jvp, fn, (primal,), (tangent,)).result()[1]
 
 
-def _pointwise(func, values, vkwargs, mags, mkwargs, out):
-    """``sum_k |df/da_k| * m_k + |f|`` (``LIBRARY_ULPS * |f|`` for an op not rounded exactly), by
-    forward-mode AD one argument at a time: each Jacobian is diagonal, so the absolute value of its
-    product with ``m_k >= 0`` is exact."""
+def _pointwise(func, values, vkwargs, mags, mkwargs, out, unit):
+    """``sum_k |df/da_k| * m_k + r * |f|`` (``r`` the op's own rounding: :func:`_rounds_at`, times
+    ``LIBRARY_ULPS`` for an op not rounded exactly), by forward-mode AD one argument at a time: each
+    Jacobian is diagonal, so the absolute value of its product with ``m_k >= 0`` is exact.  Plus the
+    second-order term (:func:`_second_order`).  Derivatives are taken in float64 whatever dtype the
+    oracle holds the values in."""
     vflat, spec = tree_flatten((values, vkwargs))
+    vflat = [_wide(v) for v in vflat]
     mflat, _ = tree_flatten((mags, mkwargs))
-    total = _abs(out)
-    if _name(func) not in _EXACTLY_ROUNDED:
-        total = tree_map(lambda t: LIBRARY_ULPS * t if is_float(t) else t, total)
-    for i, (v, m) in enumerate(zip(vflat, mflat)):
-        if not is_float(v) or not is_float(m) or not bool(m.any()):
-            continue
+    own = (1.0 if _name(func) in _EXACTLY_ROUNDED else LIBRARY_ULPS) * _rounds_at(tree_flatten(out)[0][0], unit)
+    total = tree_map(lambda t: own * _wide(t) if is_float(t) else t, _abs(out))
 
-        def at(primal, i=i):
-            items = list(vflat)
-            items[i] = primal
-            a, k = tree_unflatten(items, spec)
-            if func._schema.is_mutable:  # an in-place op: the same op on a copy
-                a = (a[0].clone(),) + tuple(a[1:])
-            return func(*a, **k)
+    def at(items):
+        a, k = tree_unflatten(list(items), spec)
+        if func._schema.is_mutable:  # an in-place op: the same op on a copy
+            a = (a[0].clone(),) + tuple(a[1:])
+        return func(*a, **k)
 
-        m = m.to(v.dtype)
+    moving = [i for i, (v, m) in enumerate(zip(vflat, mflat)) if is_float(v) and is_float(m) and bool(m.any())]
+    for i in moving:
+        v, m = vflat[i], mflat[i].to(torch.float64)
+
+        def one(primal, i=i):
+            return at(vflat[:i] + [primal] + vflat[i + 1:])
+
         try:
-            tangent = _jvp(at, v.clone(), m)
+            tangent = _jvp(one, v.clone(), m)
         except (RuntimeError, NotImplementedError):  # no forward-mode formula: central differences
             step = 2.0**-20 * v.abs().clamp_min(2.0**-20)  # small against the value: no pole crossed
             tangent = tree_map(lambda hi, lo, step=step, m=m: (hi - lo) / (2 * step) * m if is_float(hi) else hi,
-                               at(v + step), at(v - step))
+                               one(v + step), one(v - step))
         # 0 * inf (a derivative that is infinite where no term reaches) is 0, not NaN.
         total = _plus(total, tree_map(lambda t: torch.nan_to_num(t.abs(), nan=0.0) if is_float(t) else t, tangent))
+    if moving and _name(func) not in _AFFINE:
+        total = _plus(total, _second_order(at, vflat, mflat, moving, unit, out))
     return total
 
 
-def _bilinear(func, values, vkwargs, mags, out):
-    """``m_A @ |B| + |A| @ m_B + sqrt(K) * |A| @ |B|`` for a product contracting K terms (the
-    componentwise bound of a dot product, its partial sums growing as a sum's), and ``|beta| * m_C``
-    for the ``add...`` forms."""
+def _second_order(at, vflat, mflat, moving, unit, out):
+    """What the first order misses, in units of ``unit``: half the symmetric second difference of the
+    op with every argument moved by its own error ``unit * m`` (``h_a * h_b`` for a product, ``h^2`` for a
+    square).  It is negligible wherever the first order is not zero, and all there is where it is: the
+    square of ``x - mean`` in the variance of a constant row, 0 in float64, ``(u * m)^2`` in a kernel.
+    Where a moved argument leaves the op's domain (a root of a negative) it adds nothing."""
+    def moved(sign):
+        items = list(vflat)
+        for i in moving:
+            items[i] = vflat[i] + sign * unit * mflat[i].to(torch.float64)
+        return at(items)
+
+    def term(hi, lo, mid):
+        if not is_float(hi):
+            return mid
+        s = (hi + lo - 2 * _wide(mid)).abs() / (2 * unit)
+        return torch.where(torch.isfinite(s), s, torch.zeros_like(s))
+
+    # The middle point in float64 too: a result the oracle holds in bf16 must not add its own rounding again.
+    mid = out if all(o.dtype == torch.float64 for o in tree_flatten(out)[0] if is_float(o)) else at(vflat)
+    return tree_map(term, moved(1.0), moved(-1.0), mid)
+
+
+def _bilinear(func, values, vkwargs, mags, out, unit):
+    """``m_A @ |B| + |A| @ m_B + r * sqrt(K) * |A| @ |B| + unit * m_A @ m_B`` for a product contracting
+    K terms (the componentwise bound of a dot product, its partial sums growing as a sum's, ``r`` as
+    :func:`_rounds_at`; the last term the products of the factors' errors), and ``|beta| * m_C`` for
+    the ``add...`` forms.  In float64, whatever dtype the oracle holds the factors in."""
     name = _name(func)
     scaled = name in ("addmm", "baddbmm", "addmv")
-    v, m = list(values), list(mags)
+    v, m = [_wide(x) for x in values], [_wide(x) for x in mags]
     if scaled:
         beta, alpha = abs(vkwargs.get("beta", 1)), abs(vkwargs.get("alpha", 1))
         mc, v, m = m[0], v[1:], m[1:]
@@ -221,9 +291,11 @@ def _bilinear(func, values, vkwargs, mags, out):
     else:
         k = x.shape[-1] if x.dim() else 1
     ax, ay = finite_abs(x), finite_abs(y)
-    total = func(m[0], ay, *rest) + func(ax, m[1], *rest) + math.sqrt(max(k, 1)) * func(ax, ay, *rest)
+    depth = math.sqrt(max(k, 1)) * _rounds_at(tree_flatten(out)[0][0], unit)
+    total = func(m[0], ay, *rest) + func(ax, m[1], *rest) + depth * func(ax, ay, *rest) + unit * func(
+        m[0], m[1], *rest)
     if name == "convolution" and values[2] is not None:
-        total = total + mags[2].reshape([1, -1] + [1] * (total.dim() - 2))
+        total = total + _wide(mags[2]).reshape([1, -1] + [1] * (total.dim() - 2))
     if scaled:
         total = beta * mc + alpha * total
     return total

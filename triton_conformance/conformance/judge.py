@@ -31,10 +31,11 @@ from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
+from triton_conformance.oracles.precision import Errors
 from triton_conformance.oracles.quantization import dequantized
 from triton_conformance.oracles.tolerance import Bound, default_bound
 
-__all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "rejection"]
+__all__ = ["Judge", "OracleError", "WorstErrors", "as_tuple", "clean_rejection", "exception_text", "rejection"]
 
 
 def as_tuple(x: Any) -> tuple:
@@ -109,17 +110,41 @@ def _as_float32(value: float) -> float:
     return float(torch.tensor(value, dtype=torch.float32))
 
 
+class WorstErrors:
+    """The worst error of the outputs a judge has judged, pass or fail: in ulps of the output's dtype and as
+    the share of the bound used (a cell's judge is its own, so this is the cell's; :meth:`details`)."""
+
+    def __init__(self) -> None:
+        self.ulps: float | None = None
+        self.used: float | None = None
+
+    def observe(self, errors: Errors) -> None:
+        self.ulps = errors.ulps if self.ulps is None else max(self.ulps, errors.ulps)
+        self.used = errors.used if self.used is None else max(self.used, errors.used)
+
+    def details(self) -> dict[str, float | str]:
+        """``{"error_ulps": ..., "allowance_used": ...}``, or nothing where no output was judged."""
+        if self.ulps is None:
+            return {}
+        return {"error_ulps": _json_float(self.ulps), "allowance_used": _json_float(self.used)}
+
+
+def _json_float(x: float) -> float | str:
+    return round(x, 4) if x == x and abs(x) != float("inf") else "inf"
+
+
 @dataclass(frozen=True)
 class Judge:
     """Judges one subject's outputs on one back end.
 
     ``options``: what the cell kinds ask of the subject's judging rule (a stochastic subject's
-    ``example_alpha``, the level of its per-example rate test).
+    ``example_alpha``, the level of its per-example rate test).  ``worst``: the worst error judged so far.
     """
 
     subject: Subject
     on_cuda: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    worst: WorstErrors = field(default_factory=WorstErrors, compare=False, repr=False)
 
     # -- the oracle -------------------------------------------------------
     def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,9 +225,14 @@ class Judge:
             return bound
         if tol.reference_k is not None:
             return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,
-                         source="subject" + (", tf32 dot" if tf32 else ""), per_term=bound.per_term)
+                         source="subject" + (", tf32 dot" if tf32 else ""), per_term=bound.per_term,
+                         accumulate=bound.accumulate)
         return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
                      atol=bound.atol if tol.atol is None else tol.atol, source="subject")
+
+    def input_dtype(self, dtypes: Mapping[str, str]) -> str:
+        """The example's input dtype (its least precise float input): the precision verdict's fallback."""
+        return self.subject.contract.accumulation(dtypes, "input")
 
     # -- the comparison ---------------------------------------------------
     def compare(self, inputs: Mapping[str, Any], dims: Mapping[str, int], dtypes: Mapping[str, str],
@@ -241,7 +271,9 @@ class Judge:
             name = where + (f"output[{i}]" if len(outputs) > 1 else "output")
             found = rule.check(OutputCheck(out=out, ref=ref, bound=self.bound(dims, dtypes, out, ref, scale), name=name,
                                            inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i),
-                                           magnitude=functools.partial(magnitudes, i)))
+                                           magnitude=functools.partial(magnitudes, i),
+                                           input_bound=functools.partial(self.bound, dims, dtypes, out, ref, scale,
+                                                                         accumulate=self.input_dtype(dtypes))))
             if found is not None:
                 return found
         return None
@@ -291,10 +323,12 @@ class Judge:
             reduction = contract.grad_reduction(name, dims)
             bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
                                accumulate=contract.grad_accumulation(name, dtypes))
+            at_input = functools.partial(self.bound, dims, dtypes, grad, ref, scale, reduction=reduction,
+                                         accumulate=self.input_dtype(dtypes))
             found = rule_for(self.subject).check(OutputCheck(out=grad.detach(), ref=ref.detach(), bound=bound,
                                                              name=f"grad {name}", inputs=inputs, scalars=scalars,
-                                                             judge=self,
-                                                             magnitude=functools.partial(magnitudes, index)))
+                                                             judge=self, magnitude=functools.partial(magnitudes, index),
+                                                             input_bound=at_input))
             if found is not None:
                 return replace(found, message=f"{found.message} (reduction {reduction} terms)",
                                details={**found.details, "gradient": name, "reduction": reduction})

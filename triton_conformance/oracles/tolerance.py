@@ -171,7 +171,8 @@ def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "floa
     """
     accumulate = accumulation_dtype(accumulate, input_dtype)
     u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
-    u_acc = UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"])
+    accumulate = accumulate if accumulate in UNIT_ROUNDOFF else "float32"  # what u_acc is then of
+    u_acc = UNIT_ROUNDOFF[accumulate]
     if fp8_fast_accumulation:
         u_acc = max(u_acc, FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF)
     depth = math.sqrt(max(reduction, 1))

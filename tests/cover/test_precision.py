@@ -31,7 +31,7 @@ def _judge(got, x, claimed="float32"):
 
 
 def test_a_sum_kept_in_fp16_under_an_fp32_claim_is_within_the_fp16_bound():
-    x = _row()
+    x = _row(2048)  # partial sums up to 2048, each rounded to fp16's ulp of 1 or 2 there
     acc = torch.zeros((), dtype=torch.float16)
     for v in x:  # a sequential fp16 accumulator: every partial sum rounded to fp16
         acc = (acc + v).to(torch.float16)
@@ -45,8 +45,8 @@ def test_a_sum_kept_in_fp16_under_an_fp32_claim_is_within_the_fp16_bound():
 
 
 def test_an_output_worse_than_input_dtype_intermediates_is_called_wrong():
-    x = _row()
-    got = (x.double().sum() * 1.05).to(torch.float16)  # 5% off: no fp16 computation of a sum of 256 is
+    x = _row(16)
+    got = (x.double().sum() * 1.05).to(torch.float16)  # 5% off: no fp16 computation of a sum of 16 is
     mismatch, _ = _judge(got, x)
     verdict = mismatch.to_dict()["precision"]
     assert verdict["achieved"] == "worse" and 1.0 < verdict["ratio_input"] < verdict["ratio_claimed"]
@@ -92,3 +92,20 @@ def test_the_output_rounding_term_fails_a_value_rounded_through_bf16_and_passes_
     assert compare(twice, exact / 3, bound) is None
     through_bf16 = exact.to(torch.bfloat16).to(torch.float16)
     assert compare(through_bf16, exact, bound).kind == "mismatch"
+
+
+def test_a_cell_result_carries_the_verdict_and_its_worst_error():
+    """Through the judge and the runner: the zoo's bf16 residual under an fp16 claim, and its correct twin."""
+    import tests.zoo.zoo_precision  # noqa: F401 - registers both
+    from triton_conformance import get_subject
+    from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.model.config import run_config
+
+    config = run_config(profile="ci")
+    buggy = run_cell(get_subject("zoo_add_rms_norm_residual_through_bf16"), "dtype:float16", config=config)
+    assert buggy.outcome == "wrong" and buggy.details["output"] == "output[1]"
+    assert buggy.details["precision"]["achieved"] == "input-dtype"
+    assert buggy.details["error_ulps"] > 2 and buggy.details["allowance_used"] > 1
+    twin = run_cell(get_subject("add_rms_norm"), "dtype:float16", config=config)
+    assert twin.outcome == "honoured" and "precision" not in twin.details
+    assert twin.details["error_ulps"] < 1 and twin.details["allowance_used"] < 1

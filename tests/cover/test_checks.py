@@ -355,7 +355,7 @@ def test_a_tolerance_override_widens_the_bound():
 
 def test_the_tolerance_scales_with_the_reduced_dim():
     def sloppy_sum(x):
-        # off by 64 fp32 unit roundoffs of the largest sum: past 8 * (1 + 2) u for K = 1,
+        # off by 64 fp32 unit roundoffs of the largest sum: past (4 + 8) u for K = 1,
         # inside 8 * sqrt(256) u for K = 256
         s = x.sum(-1)
         return s + 64 * 2.0**-24 * s.abs().max()

@@ -15,6 +15,7 @@ import triton_conformance as tc  # noqa: E402
 from triton_conformance import Dim, InvalidContract, Scalar, Tensor, Tolerance
 from triton_conformance.conformance.judge import Judge
 from triton_conformance.oracles import (
+    ROUNDING_FACTOR,
     SAFETY_FACTOR,
     UNIT_ROUNDOFF,
     Bound,
@@ -42,10 +43,10 @@ def test_unit_roundoff_is_half_an_ulp_of_one(name):
 def test_default_bound_follows_the_documented_policy(out, acc, k, scale):
     u_out, u_acc = finfo(out).eps / 2, finfo(acc).eps / 2
     b = default_bound(out_dtype=out, accumulate=acc, reduction=k, scale=scale)
-    assert b.rtol == pytest.approx(8 * (u_out + u_acc * math.sqrt(k)), rel=1e-12)
+    assert b.rtol == pytest.approx(4 * u_out + 8 * u_acc * math.sqrt(k), rel=1e-12)
     assert b.atol == pytest.approx(8 * u_acc * math.sqrt(k) * scale + finfo(out).tiny, rel=1e-12)
     assert b.reference_k is None and b.source == "dtype"
-    assert SAFETY_FACTOR == 8
+    assert SAFETY_FACTOR == 8 and ROUNDING_FACTOR == 4
 
 
 def test_bounds_grow_with_reduction_depth_and_lower_precision():

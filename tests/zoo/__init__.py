@@ -39,6 +39,7 @@ MODULES = (
     "zoo_tma",
     "zoo_cuda_dispatch",
     "zoo_adamw",
+    "zoo_precision",
 )
 
 

@@ -9,7 +9,7 @@ against its model instead.  The searched cells, the large-index cell and the
 performance cell all judge through here, so a contract means the same
 everywhere.
 
-Raised exceptions are judged here too (:func:`clean_rejection`), and a
+Raised exceptions are judged by :mod:`.rejections` (:func:`clean_rejection`), and a
 subject's own oracle that raises is an :class:`OracleError`: a mistake in
 the declaration, never a verdict about the kernel.
 """
@@ -17,93 +17,25 @@ the declaration, never a verdict about the kernel.
 from __future__ import annotations
 
 import functools
-import os
-import sys
-import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import torch
 
+from triton_conformance.conformance.rejections import OracleError, as_tuple, clean_rejection, exception_text, rejection
 from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
 from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
 from triton_conformance.oracles import magnitude
+from triton_conformance.oracles.precision import Errors
 from triton_conformance.oracles.quantization import dequantized
 from triton_conformance.oracles.rounding import widened
 from triton_conformance.oracles.tolerance import SAFETY_FACTOR, Bound, default_bound
 
-__all__ = ["Judge", "OracleError", "as_tuple", "clean_rejection", "exception_text", "grad_outputs_by_position",
-           "rejection"]
-
-
-def as_tuple(x: Any) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
-def exception_text(exc: BaseException, limit: int = 4000) -> str:
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return text[-limit:]
-
-
-class OracleError(BaseException):
-    """The subject's oracle (or ``error_scale``) raised.
-
-    A BaseException, so neither the launcher's ``except Exception`` nor
-    Hypothesis takes it for a failure of the kernel: it ends the cell as an
-    ``oracle-error``.
-    """
-
-    def __init__(self, what: str, exc: BaseException):
-        super().__init__(f"the subject's {what} raised {type(exc).__name__}: {exc}")
-        self.what = what
-        self.traceback = exception_text(exc)
-
-
-@functools.lru_cache(maxsize=1)
-def _library_roots() -> tuple[str, ...]:
-    """The installed package directories of triton and torch (imported by now: the launcher ran)."""
-    roots = []
-    for name in ("triton", "torch"):
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
-        if path:
-            roots.append(os.path.dirname(os.path.realpath(path)) + os.sep)
-    return tuple(roots)
-
-
-def _innermost_file(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    last = ""
-    while tb is not None:
-        last = tb.tb_frame.f_code.co_filename
-        tb = tb.tb_next
-    return os.path.realpath(last) if last else ""
-
-
-def rejection(exc: BaseException) -> str:
-    """How the launcher refused an input: ``"clean"``, ``"unexplained"`` or ``"none"``.
-
-    Clean: raised by the launcher's own code (whatever the type: a bare
-    ``assert`` is the Triton tutorials' idiom), with a message.  Unexplained:
-    no message, or raised inside triton or torch (compared with their real
-    package directories, so a user's folder named ``triton/`` is still the
-    user's code) or a triton error type.  None: an ImportError, which no input
-    causes (the launcher cannot run at all): never a refusal, a crash.
-    """
-    if isinstance(exc, ImportError):
-        return "none"
-    innermost = _innermost_file(exc)
-    inside_library = type(exc).__module__.startswith("triton") or any(
-        innermost.startswith(root) for root in _library_roots())
-    return "clean" if str(exc).strip() and not inside_library else "unexplained"
-
-
-def clean_rejection(exc: BaseException) -> bool:
-    """Whether ``exc`` is the launcher's own refusal, in words (see :func:`rejection`)."""
-    return rejection(exc) == "clean"
+__all__ = ["Judge", "OracleError", "WorstErrors", "as_tuple", "clean_rejection", "exception_text",
+           "grad_outputs_by_position", "rejection"]
 
 
 def _as_float32(value: float) -> float:
@@ -111,17 +43,41 @@ def _as_float32(value: float) -> float:
     return float(torch.tensor(value, dtype=torch.float32))
 
 
+class WorstErrors:
+    """The worst error of the outputs a judge has judged, pass or fail: in ulps of the output's dtype and as
+    the share of the bound used (a cell's judge is its own, so this is the cell's; :meth:`details`)."""
+
+    def __init__(self) -> None:
+        self.ulps: float | None = None
+        self.used: float | None = None
+
+    def observe(self, errors: Errors) -> None:
+        self.ulps = errors.ulps if self.ulps is None else max(self.ulps, errors.ulps)
+        self.used = errors.used if self.used is None else max(self.used, errors.used)
+
+    def details(self) -> dict[str, float | str]:
+        """``{"error_ulps": ..., "allowance_used": ...}``, or nothing where no output was judged."""
+        if self.ulps is None:
+            return {}
+        return {"error_ulps": _json_float(self.ulps), "allowance_used": _json_float(self.used)}
+
+
+def _json_float(x: float) -> float | str:
+    return round(x, 4) if x == x and abs(x) != float("inf") else "inf"
+
+
 @dataclass(frozen=True)
 class Judge:
     """Judges one subject's outputs on one back end.
 
     ``options``: what the cell kinds ask of the subject's judging rule (a stochastic subject's
-    ``example_alpha``, the level of its per-example rate test).
+    ``example_alpha``, the level of its per-example rate test).  ``worst``: the worst error judged so far.
     """
 
     subject: Subject
     on_cuda: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    worst: WorstErrors = field(default_factory=WorstErrors, compare=False, repr=False)
 
     # -- the oracle -------------------------------------------------------
     def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,9 +160,14 @@ class Judge:
             return bound
         if tol.reference_k is not None:
             return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,
-                         source="subject" + (", tf32 dot" if tf32 else ""), per_term=bound.per_term)
+                         source="subject" + (", tf32 dot" if tf32 else ""), per_term=bound.per_term,
+                         accumulate=bound.accumulate)
         return Bound(rtol=bound.rtol if tol.rtol is None else tol.rtol,
                      atol=bound.atol if tol.atol is None else tol.atol, source="subject")
+
+    def input_dtype(self, dtypes: Mapping[str, str]) -> str:
+        """The example's input dtype (its least precise float input): the precision verdict's fallback."""
+        return self.subject.contract.accumulation(dtypes, "input")
 
     # -- the comparison ---------------------------------------------------
     def compare(self, inputs: Mapping[str, Any], dims: Mapping[str, int], dtypes: Mapping[str, str],
@@ -246,7 +207,9 @@ class Judge:
             bound = self.bound(dims, dtypes, out, ref, scale)
             found = rule.check(OutputCheck(out=out, ref=ref, bound=bound, name=name,
                                            inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i),
-                                           magnitude=functools.partial(magnitudes, i, _unit_of(bound))))
+                                           magnitude=functools.partial(magnitudes, i, _unit_of(bound)),
+                                           input_bound=functools.partial(self.bound, dims, dtypes, out, ref, scale,
+                                                                         accumulate=self.input_dtype(dtypes))))
             if found is not None:
                 return found
         return None
@@ -321,11 +284,15 @@ class Judge:
             reduction = contract.grad_reduction(name, dims)
             bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
                                accumulate=contract.grad_accumulation(name, dtypes))
+            at_input = functools.partial(self.bound, dims, dtypes, grad, ref, scale, reduction=reduction,
+                                         accumulate=self.input_dtype(dtypes))
 
-            def check(bound: Bound, grad: Any = grad, ref: Any = ref, index: int = index, name: str = name):
+            def check(bound: Bound, grad: Any = grad, ref: Any = ref, index: int = index, name: str = name,
+                      at_input: Any = at_input):
                 return rule_for(self.subject).check(OutputCheck(
                     out=grad.detach(), ref=ref.detach(), bound=bound, name=f"grad {name}", inputs=inputs,
-                    scalars=scalars, judge=self, magnitude=functools.partial(magnitudes, index, _unit_of(bound))))
+                    scalars=scalars, judge=self, magnitude=functools.partial(magnitudes, index, _unit_of(bound)),
+                    input_bound=at_input))
 
             found = check(bound)
             if found is not None and len(gos) > 1 and bound.source.startswith("dtype"):  # a Tolerance stands

@@ -38,7 +38,9 @@ class OutputCheck:
     - ``inputs``, ``scalars``: what the launcher got; ``judge``: the :class:`~.judge.Judge` (its subject,
       its oracle); ``lowp``: the reference computed in the inputs' own dtype (lazily, once per example);
       ``magnitude``: the magnitude of the terms behind each element of ``ref`` (lazily traced, or None
-      where it cannot be: :mod:`~..oracles.magnitude`), which widens the bound where they cancel.
+      where it cannot be: :mod:`~..oracles.magnitude`), which widens the bound where they cancel;
+      ``input_bound``: the bound with intermediates in the input dtype (lazily), for the precision verdict
+      of an output that fails (:mod:`~..oracles.precision`).
     """
 
     out: Any
@@ -50,6 +52,7 @@ class OutputCheck:
     judge: Any
     lowp: Callable[[], Any] = field(default=lambda: None)
     magnitude: Callable[[], Any] | None = None
+    input_bound: Callable[[], Any] | None = None
 
 
 class JudgingRule:
@@ -73,8 +76,10 @@ class ToleranceRule(JudgingRule):
 
     def check(self, output: OutputCheck) -> Finding | None:
         lowp = output.lowp() if output.bound.reference_k is not None else None
+        worst = getattr(output.judge, "worst", None)  # the cell's worst error so far, pass or fail
         mismatch = compare(output.out, output.ref, output.bound, lowp=lowp, name=output.name,
-                           magnitude=output.magnitude)
+                           magnitude=output.magnitude, input_bound=output.input_bound,
+                           observe=None if worst is None else worst.observe)
         if mismatch is None:
             return None
         return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())

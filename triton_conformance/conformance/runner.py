@@ -5,7 +5,8 @@ shares: the skip, one :class:`~.search.allowance.Allowance` (the cell's share
 of the subject's compile budget on CUDA, its interpreted work on the
 interpreter, the memory cap, the shrink calls), every kind's scope for the
 subject's cells, the duration, an oracle that raises (a mistake in the
-declaration, not a verdict about the kernel), and the ``cell_finished`` event.
+declaration, not a verdict about the kernel), the worst error its judge saw
+(``details["error_ulps"]`` and ``["allowance_used"]``), and the ``cell_finished`` event.
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def run_cell(
                                      details={"traceback": exc.traceback})
         compiled = compiles.count if compiles is not None else None
         result = launch_note(cost_details(result, meter), meter, subject)
+        worst = context.judge.worst.details()  # the cell's worst error, pass or fail
+        if worst and result.outcome != "skipped":
+            result = replace(result, details={**result.details, **worst})
     result = replace(result, duration_s=time.perf_counter() - started, compiles=compiled)
     observer.cell_finished(result)
     return result

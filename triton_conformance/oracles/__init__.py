@@ -1,8 +1,8 @@
 """Oracles: float64 references and the tolerance policy that judges against them."""
 
-from triton_conformance.oracles.tolerance import SAFETY_FACTOR, UNIT_ROUNDOFF, Bound, default_bound
+from triton_conformance.oracles.tolerance import ROUNDING_FACTOR, SAFETY_FACTOR, UNIT_ROUNDOFF, Bound, default_bound
 
-__all__ = ["SAFETY_FACTOR", "UNIT_ROUNDOFF", "Bound", "compare", "default_bound"]
+__all__ = ["ROUNDING_FACTOR", "SAFETY_FACTOR", "UNIT_ROUNDOFF", "Bound", "compare", "default_bound"]
 
 
 def __getattr__(name: str):

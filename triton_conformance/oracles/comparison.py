@@ -8,6 +8,7 @@ from typing import Callable
 import torch
 
 from triton_conformance.oracles.magnitude import Unavailable
+from triton_conformance.oracles.precision import Errors, errors_of, more_precise, verdict
 from triton_conformance.oracles.tolerance import Bound
 
 __all__ = ["Mismatch", "compare"]
@@ -27,13 +28,15 @@ class Mismatch:
     tolerance: str = ""
     output: str = ""  # the output's name ("output[1]", "grad x"): findings on different outputs are different
     magnitudes_unavailable: str = ""  # why the second stage could not judge (the plain bound did)
+    precision: dict | None = None  # the precision verdict (:meth:`.precision.Verdict.to_dict`), if judged
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "message": self.message, "max_abs_err": self.max_abs_err,
                 "max_rel_err": self.max_rel_err, "first_index": self.first_index,
                 "mismatched": self.mismatched, "total": self.total, "tolerance": self.tolerance,
                 "output": self.output,
-                **({"magnitudes_unavailable": self.magnitudes_unavailable} if self.magnitudes_unavailable else {})}
+                **({"magnitudes_unavailable": self.magnitudes_unavailable} if self.magnitudes_unavailable else {}),
+                **({"precision": dict(self.precision)} if self.precision else {})}
 
 
 def _first(mask: torch.Tensor) -> tuple[int, ...]:
@@ -43,7 +46,9 @@ def _first(mask: torch.Tensor) -> tuple[int, ...]:
 
 def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
             lowp: torch.Tensor | None = None, name: str = "out",
-            magnitude: Callable[[], torch.Tensor | None] | torch.Tensor | None = None) -> Mismatch | None:
+            magnitude: Callable[[], torch.Tensor | None] | torch.Tensor | None = None,
+            input_bound: Callable[[], Bound | None] | Bound | None = None,
+            observe: Callable[[Errors], None] | None = None) -> Mismatch | None:
     """None if ``actual`` matches ``expected`` (float64) within ``bound``; else a Mismatch.
 
     NaN positions, and ±inf positions with their signs, must match exactly, the oracle's taken as rounding
@@ -54,17 +59,44 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
     when some element fails ``bound``; those elements are then judged again
     under ``bound.conditioned(magnitude)`` (an element whose terms cancel may be
     off by their size).
+    ``input_bound``: the bound with intermediates in the input dtype (or a function giving it), asked for
+    only when the output still fails: the mismatch then carries the precision verdict (:mod:`.precision`).
+    ``observe``: told the output's worst error (:class:`~.precision.Errors`) under the bound that judged it,
+    pass or fail.
     """
-    mismatch = _compare(actual, expected, bound, lowp, name)
-    if mismatch is None or mismatch.kind != "mismatch" or bound.per_term <= 0 or magnitude is None:
+    mismatch, errors = _compare(actual, expected, bound, lowp, name)
+    m = None
+    if mismatch is not None and mismatch.kind == "mismatch" and bound.per_term > 0 and magnitude is not None:
+        m = magnitude() if callable(magnitude) else magnitude
+        if m is None or isinstance(m, Unavailable) or tuple(m.shape) != tuple(expected.shape):
+            reason = (m.reason if isinstance(m, Unavailable) else "none were traced" if m is None else
+                      f"magnitudes of shape {tuple(m.shape)} for an output of shape {tuple(expected.shape)}")
+            m = None
+            mismatch = replace(mismatch, magnitudes_unavailable=reason,
+                               message=f"{mismatch.message}; magnitudes unavailable ({reason}): judged by the "
+                                       "plain bound")
+        else:
+            mismatch, errors = _compare(actual, expected, bound.conditioned(m), lowp, name)
+    if observe is not None and errors is not None:
+        observe(errors)
+    if mismatch is None or mismatch.kind != "mismatch" or errors is None or input_bound is None:
         return mismatch
-    m = magnitude() if callable(magnitude) else magnitude
-    if m is None or isinstance(m, Unavailable) or tuple(m.shape) != tuple(expected.shape):
-        reason = (m.reason if isinstance(m, Unavailable) else "none were traced" if m is None else
-                  f"magnitudes of shape {tuple(m.shape)} for an output of shape {tuple(expected.shape)}")
-        return replace(mismatch, magnitudes_unavailable=reason,
-                       message=f"{mismatch.message}; magnitudes unavailable ({reason}): judged by the plain bound")
-    return _compare(actual, expected, bound.conditioned(m), lowp, name)
+    return _with_verdict(mismatch, errors, actual, expected, bound, input_bound, m, lowp, name)
+
+
+def _with_verdict(mismatch: Mismatch, errors: Errors, actual, expected, bound: Bound, input_bound, m, lowp,
+                  name: str) -> Mismatch:
+    """``mismatch`` with the precision its output achieved: judged again at the input dtype's unit roundoff
+    (the same magnitudes, where there were some) when the claim is more precise than that."""
+    low = input_bound() if callable(input_bound) else input_bound
+    if low is None or low.per_term <= 0 or not bound.accumulate or not low.accumulate:
+        return mismatch
+    ratio_input = None
+    if more_precise(bound.accumulate, low.accumulate):
+        _, low_errors = _compare(actual, expected, low if m is None else low.conditioned(m), lowp, name)
+        ratio_input = 0.0 if low_errors is None else low_errors.used
+    found = verdict(bound.accumulate, low.accumulate, errors.used, ratio_input)
+    return replace(mismatch, precision=found.to_dict(), message=f"{mismatch.message}; precision: {found.describe()}")
 
 
 def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -77,10 +109,11 @@ def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: torch.Tensor | None,
-             name: str) -> Mismatch | None:
+             name: str) -> tuple[Mismatch | None, Errors | None]:
+    """The mismatch (None if there is none) and the output's worst error (None where there is no number)."""
     if tuple(actual.shape) != tuple(expected.shape):
         return Mismatch("bad-shape", f"{name}: shape {tuple(actual.shape)} != oracle {tuple(expected.shape)}",
-                        output=name)
+                        output=name), None
     a = actual.detach().to(torch.float64)  # on the kernel's device: a GPU compares large outputs faster
     e = _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype)
     total = a.numel()
@@ -93,7 +126,7 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
                         f"{name}: NaN/inf positions differ at {int(special.sum())} of {total} elements; "
                         f"first at {idx}: got {a[idx].item()!r}, oracle {e[idx].item()!r}",
                         first_index=idx, mismatched=int(special.sum()), total=total, tolerance=bound.describe(),
-                        output=name)
+                        output=name), None
     finite = torch.isfinite(e) & torch.isfinite(a)
     err = torch.where(finite, (a - e).abs(), torch.zeros_like(a))
     if bound.reference_k is not None and lowp is not None:
@@ -106,8 +139,9 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
     atol = bound.atol if isinstance(bound.atol, (int, float)) else bound.atol.detach().to(a.device, torch.float64)
     limit = atol + bound.rtol * e.abs() + extra
     bad = err > limit
+    errors = errors_of(err, e, limit, actual.dtype)
     if not bad.any():
-        return None
+        return None, errors
     rel = err / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
     idx = _first(bad)
     return Mismatch(
@@ -117,4 +151,4 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
         f"max rel err {rel[finite].max().item():.3g}; tolerance {bound.describe()}",
         max_abs_err=err.max().item(), max_rel_err=rel[finite].max().item(), first_index=idx,
         mismatched=int(bad.sum()), total=total, tolerance=bound.describe(), output=name,
-    )
+    ), errors

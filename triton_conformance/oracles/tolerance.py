@@ -2,7 +2,7 @@
 
 An element passes when ``|y - ref| <= atol + rtol * |ref|`` with
 
-- ``rtol = C * (u_out + u_acc * sqrt(K))``
+- ``rtol = R * u_out + C * u_acc * sqrt(K)``
 - ``atol = C * u_acc * sqrt(K) * scale + tiny_out``
 
 where ``u_out`` is the unit roundoff of the output dtype (the final rounding),
@@ -14,7 +14,14 @@ or a mapping such as ``{"float16": "float16", "float32": "float32"}``), ``K`` th
 componentwise bound), else the largest finite ``|ref|`` (so cancellation in a
 sum is not blamed on the kernel), ``tiny_out`` the smallest normal number of the output dtype
 (flush-to-zero is allowed), at least 2^5 of fp32's below float64 (:data:`UNDERFLOW_FLOOR`: fp32
-math may flush a result that close to zero), and ``C = 8``.
+math may flush a result that close to zero), ``C = 8`` and ``R = 4``.
+
+``R`` is smaller than ``C`` because the two terms are different kinds of error.  The accumulation's
+roundings are many and add up as a random walk: ``sqrt(K)`` (and the magnitudes' own depths) is their
+probabilistic size, and ``C`` its safety factor.  The output's own rounding is one deterministic
+rounding, at most ``u_out * |ref|``; ``R = 4`` allows two of them (a sum rounded, then divided in the
+output dtype) with a factor 2 to spare, and no more: a kernel that rounds its output through a
+narrower dtype (an fp16 residual stored through bf16, 4 fp16 ulps) fails (``docs/tolerance.md``).
 
 The inputs handed to the oracle are the kernel's own inputs, already rounded
 to their dtype, so input rounding is not part of the budget.
@@ -58,7 +65,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-__all__ = ["FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF", "HAS_INFINITY", "LARGEST_FINITE", "SAFETY_FACTOR",
+__all__ = ["FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF", "HAS_INFINITY", "LARGEST_FINITE", "ROUNDING_FACTOR", "SAFETY_FACTOR",
            "TF32_UNIT_ROUNDOFF", "UNIT_ROUNDOFF", "Bound", "accumulation_dtype", "default_bound"]
 
 UNIT_ROUNDOFF = {
@@ -87,6 +94,8 @@ HAS_INFINITY = {"float8_e4m3fn": False, "float8_e5m2": True}
 # seeds 1379666229 and 3331058717 of the calibration).  So no output below float64 gets a smaller floor.
 UNDERFLOW_FLOOR = 2.0**5 * SMALLEST_NORMAL["float32"]
 SAFETY_FACTOR = 8.0
+# The output's final rounding is deterministic (at most u_out * |ref|): two roundings, twice over.
+ROUNDING_FACTOR = 4.0
 # tf32 keeps 10 of fp32's 23 mantissa bits: round to nearest gives 2^-11.
 TF32_UNIT_ROUNDOFF = 2.0**-11
 # Hopper's fp8 tensor cores (wgmma) add products in an accumulator of about 13 mantissa bits before a result
@@ -102,6 +111,7 @@ class Bound:
     ``per_term``: what the bound allows per unit of the magnitude of the terms
     behind an element (``C * u_acc``), applied by :meth:`conditioned`
     once those magnitudes are known; 0 for a bound the subject set itself.
+    ``accumulate``: the dtype ``u_acc`` is of (the precision the bound claims), "" where none applies.
     """
 
     rtol: float
@@ -110,6 +120,7 @@ class Bound:
     floor: float = 0.0
     source: str = "dtype"  # where it came from: dtype policy, subject override, hook
     per_term: float = 0.0
+    accumulate: str = ""
 
     def conditioned(self, magnitude) -> "Bound":
         """This bound, widened elementwise to ``per_term * magnitude`` where that is larger: a computation
@@ -171,13 +182,14 @@ def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "floa
     """
     accumulate = accumulation_dtype(accumulate, input_dtype)
     u_out = UNIT_ROUNDOFF.get(out_dtype, 0.0)
-    u_acc = UNIT_ROUNDOFF.get(accumulate, UNIT_ROUNDOFF["float32"])
+    accumulate = accumulate if accumulate in UNIT_ROUNDOFF else "float32"  # what u_acc is then of
+    u_acc = UNIT_ROUNDOFF[accumulate]
     if fp8_fast_accumulation:
         u_acc = max(u_acc, FP8_FAST_ACCUMULATION_UNIT_ROUNDOFF)
     depth = math.sqrt(max(reduction, 1))
     if out_dtype not in UNIT_ROUNDOFF:  # integer / bool outputs: exact
         return Bound(rtol=0.0, atol=0.0)
-    rtol = SAFETY_FACTOR * (u_out + u_acc * depth)
+    rtol = ROUNDING_FACTOR * u_out + SAFETY_FACTOR * u_acc * depth
     floor = SMALLEST_NORMAL[out_dtype] if out_dtype == "float64" else max(SMALLEST_NORMAL[out_dtype], UNDERFLOW_FLOOR)
     atol = SAFETY_FACTOR * u_acc * depth * scale + floor
     per_term = SAFETY_FACTOR * u_acc  # the magnitudes carry their sums' depths themselves
@@ -185,5 +197,5 @@ def default_bound(*, out_dtype: str, accumulate: str | Mapping[str, str] = "floa
         rtol += SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF
         atol = atol + SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF * scale
         per_term += SAFETY_FACTOR * 2 * TF32_UNIT_ROUNDOFF
-        return Bound(rtol=rtol, atol=atol, source="dtype, tf32 dot", per_term=per_term)
-    return Bound(rtol=rtol, atol=atol, per_term=per_term)
+        return Bound(rtol=rtol, atol=atol, source="dtype, tf32 dot", per_term=per_term, accumulate=accumulate)
+    return Bound(rtol=rtol, atol=atol, per_term=per_term, accumulate=accumulate)

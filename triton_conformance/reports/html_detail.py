@@ -25,7 +25,7 @@ ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err
                 ("tolerance", "tolerance"), ("statistic", "statistic"), ("p-value", "p_value"))
 # Keys shown elsewhere in the detail view, or repeats of the message.
 _HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels", "tests", "magnitudes_unavailable",
-                   "no_triton_launch"}
+                   "no_triton_launch", "precision", "error_ulps", "allowance_used"}
 # Detail keys a finding's words already say (findings in words, not raw keys).
 _WORDED_DETAILS = {"oob-write": {"side", "byte_offset", "span_bytes", "shape", "dtype"},
                    "unwritten": {"unwritten", "output", "gradient"},
@@ -36,6 +36,23 @@ PERF_FIELDS = (("bound", "bound"), ("achieved", "achieved"), ("unit", "unit"), (
                ("torch ms (median)", "baseline_ms"), ("speedup vs torch", "speedup"), ("bytes", "bytes"),
                ("flops", "flops"), ("dims", "dims"), ("dtypes", "dtypes"), ("timed calls", "reps"),
                ("timer", "timer"), ("peaks", "peaks"))
+
+
+def _precision(details: dict) -> str:
+    """The cell's precision: the verdict of a failing output (which precision it achieved) and the worst
+    error of the cell's judged outputs, in ulps of the output dtype and as a share of the bound."""
+    rows = []
+    verdict = details.get("precision")
+    if isinstance(verdict, dict):
+        achieved = ("within the bound for {input} intermediates" if verdict.get("achieved") == "input-dtype"
+                    else "worse than {input} intermediates: wrong").format(input=verdict.get("input", "input-dtype"))
+        rows += [("achieved", achieved), ("claimed accumulation", verdict.get("claimed")),
+                 ("error / claimed bound", verdict.get("ratio_claimed")),
+                 ("error / input-dtype bound", verdict.get("ratio_input"))]
+    if details.get("error_ulps") is not None:
+        rows += [("worst error (output ulps)", details["error_ulps"]),
+                 ("share of the bound used", details.get("allowance_used"))]
+    return f'<h3>Precision</h3><div class="precision">{kv(rows)}</div>' if rows else ""
 
 
 def esc(value: Any) -> str:
@@ -174,6 +191,7 @@ def detail_section(idx: str, r: dict[str, Any], change: str | None, catalogue: C
     if details.get("magnitudes_unavailable"):
         parts.append(f'<p class="magnitudes-unavailable"><strong>Magnitudes unavailable:</strong> '
                      f'{esc(details["magnitudes_unavailable"])}; judged by the plain bound alone</p>')
+    parts.append(_precision(details))
     if isinstance(r.get("counterexample"), dict):
         parts.append(_counterexample(r["counterexample"]))
     measured = r["cell"] == "performance" and details.get("fraction") is not None

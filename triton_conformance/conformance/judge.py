@@ -27,6 +27,7 @@ import torch
 
 from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
+from triton_conformance.model.contract import Contract
 from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
@@ -121,6 +122,12 @@ class Judge:
     on_cuda: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
 
+    @functools.cached_property
+    def claims(self) -> Contract:
+        """The subject's contract as it claims on this back end (its per-device claims resolved: the
+        interpreter's are ``"interpreter"``'s, else ``"cpu"``'s)."""
+        return self.subject.contract.on_device("cuda" if self.on_cuda else "interpreter")
+
     # -- the oracle -------------------------------------------------------
     def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:
         """``scalars`` as the kernel received them: a float scalar rounded to fp32, the type Triton gives
@@ -179,7 +186,7 @@ class Judge:
         ``accumulate``: the terms summed into each element and the dtype they are
         summed in, where they are not the contract's (a gradient's own).
         """
-        contract = self.subject.contract
+        contract = self.claims
         out_dtype = str(out.dtype).replace("torch.", "")
         if reduction is None:
             reduction = dims.get(contract.reduces, 1) if contract.reduces else 1
@@ -290,7 +297,7 @@ class Judge:
                 scale = scale.abs().to(torch.float64)
             reduction = contract.grad_reduction(name, dims)
             bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
-                               accumulate=contract.grad_accumulation(name, dtypes))
+                               accumulate=self.claims.grad_accumulation(name, dtypes))
             found = rule_for(self.subject).check(OutputCheck(out=grad.detach(), ref=ref.detach(), bound=bound,
                                                              name=f"grad {name}", inputs=inputs, scalars=scalars,
                                                              judge=self,

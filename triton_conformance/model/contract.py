@@ -32,6 +32,14 @@ from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
     Scalar,
     Tolerance,
 )
+from triton_conformance.model.claims import (  # noqa: F401 - Backward, PerDevice re-exported
+    DEVICE_KEYS,
+    Backward,
+    PerDevice,
+    _accumulate_value,
+    on_device,
+    resolve_backward,
+)
 from triton_conformance.model.scales import check_scales
 from triton_conformance.model.stochastic import StochasticModel
 
@@ -51,55 +59,9 @@ __all__ = [
     "Tolerance",
     "Contract",
     "Backward",
+    "PerDevice",
+    "DEVICE_KEYS",
 ]
-
-
-def _accumulate_value(where: str, acc: Any) -> str | dict[str, str]:
-    """A validated accumulation declaration (``Contract.accumulate``, ``Backward.accumulate[...]``)."""
-    expected = (f"a float dtype {FLOAT_DTYPES}, {ACCUMULATE_INPUT!r} (the input dtype), or a mapping "
-                "from input dtype to accumulation dtype such as {'float16': 'float16', 'float32': 'float32'}")
-    if isinstance(acc, Mapping):
-        for k, v in acc.items():
-            if k not in FLOAT_DTYPES:
-                raise _fail("Contract", where, k, f"input dtypes from {FLOAT_DTYPES} as keys")
-            if v not in FLOAT_DTYPES:
-                raise _fail("Contract", f"{where}[{k!r}]", v, f"an accumulation dtype from {FLOAT_DTYPES}")
-        return dict(acc)
-    if acc not in FLOAT_DTYPES + (ACCUMULATE_INPUT,):
-        raise _fail("Contract", where, acc, expected)
-    return acc
-
-
-@dataclass(frozen=True)
-class Backward:
-    """A subject's backward, as its contract declares it (``register(..., backward=...)``).
-
-    - ``grads``: the inputs that get gradients (default: every float Tensor input);
-    - ``output``: the dim symbols of the output's shape, which grad_output has
-      (default: the shape of the first input in ``grads``);
-    - ``reduces``: gradient name -> dim symbol(s) its computation sums over, which
-      scale its tolerance (default: the output dims the input lacks, as dW sums
-      over rows; else the forward's ``reduces``);
-    - ``deterministic``: bitwise-identical gradients for identical inputs (None: as
-      the forward claims; False for a dW reduced with atomics);
-    - ``overwrites_grad_output``: the backward may write into grad_output;
-    - ``error_scale``: a torch function of the inputs, ``grad_output`` and the scalars (by
-      keyword, float64) giving {gradient name: the magnitude its rounding errors scale with},
-      elementwise or a number (the terms it sums, where they cancel); default the largest
-      ``|oracle gradient|``;
-    - ``accumulate``: {gradient name: the precision its terms are formed and summed in}, for a
-      gradient where that is not the forward's ``accumulate`` (a value as ``Contract.accumulate``
-      takes: a float dtype, ``"input"``, or {input dtype: dtype}); e.g. ``{"W": "input"}`` for a
-      dW summing ``dy * x_hat`` products rounded to the input dtype (HF Llama's RMSNorm casting).
-    """
-
-    grads: tuple[str, ...] = ()
-    output: tuple[str, ...] | None = None
-    reduces: Mapping[str, Any] = field(default_factory=dict)
-    deterministic: bool | None = None
-    overwrites_grad_output: bool = False
-    error_scale: Callable[..., Any] | None = None
-    accumulate: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +74,13 @@ class Contract:
     scalars: Mapping[str, Scalar] | None = field(default_factory=dict)
     deterministic: bool = True
     reduces: str | None = None
-    tolerance: Tolerance | None = None
+    # A Tolerance, or one per device ({"cpu": Tolerance(...), "cuda": Tolerance(...)}; see claims.DEVICE_KEYS).
+    tolerance: Tolerance | Mapping[str, Tolerance | None] | None = None
     values: tuple[str, ...] = ()
     # The dtype the kernel accumulates in, which sets the tolerance: a float dtype, "input"
     # (the example's input dtype), or a mapping from input dtype to accumulation dtype
-    # ({"float16": "float16", "float32": "float32"}; dtypes it leaves out accumulate in float32).
+    # ({"float16": "float16", "float32": "float32"}; dtypes it leaves out accumulate in float32),
+    # or one of those per device ({"cpu": "input", "cuda": "float32"}; see claims.DEVICE_KEYS).
     accumulate: str | Mapping[str, str] = "float32"
     max_elements: int | None = None
     model: Any = None  # a StochasticModel: the oracle is then the deterministic part f of a random output
@@ -183,8 +147,7 @@ class Contract:
                 raise _fail(owner, "scalars", name, "names distinct from the tensor inputs")
         if self.reduces is not None and self.reduces not in self.dims:
             raise _fail(owner, "reduces", self.reduces, f"one of dims={sorted(self.dims)}")
-        if self.tolerance is not None and not isinstance(self.tolerance, Tolerance):
-            raise _fail(owner, "tolerance", self.tolerance, "Tolerance(...) or None")
+        self._check_tolerance()
         values = (self.values,) if isinstance(self.values, str) else tuple(self.values)
         for v in values:
             if v in RANGED_VALUE_CLASSES:
@@ -216,6 +179,27 @@ class Contract:
         if self.error_scale is not None:
             self._check_callable("error_scale", self.error_scale)
 
+    def _check_tolerance(self) -> None:
+        def check(where: str, tol: Any) -> Tolerance | None:
+            if tol is not None and not isinstance(tol, Tolerance):
+                raise _fail("Contract", where, tol, "Tolerance(...), None, or {device: Tolerance(...)} per device")
+            return tol
+
+        tol = self.tolerance
+        if isinstance(tol, Mapping):
+            object.__setattr__(self, "tolerance", PerDevice.of("tolerance", tol, check))
+        elif not isinstance(tol, PerDevice):
+            check("tolerance", tol)
+
+    def on_device(self, device: str) -> "Contract":
+        """This contract as it claims on ``device`` ("cpu", "cuda" or "interpreter"): each per-device claim
+        (``tolerance``, ``accumulate``, ``Backward.accumulate``) replaced by the one for that device."""
+        backward = self.backward
+        if backward is not None:
+            backward = replace(backward, accumulate={n: on_device(v, device) for n, v in backward.accumulate.items()})
+        return replace(self, tolerance=on_device(self.tolerance, device),
+                       accumulate=on_device(self.accumulate, device), backward=backward)
+
     def _check_inplace(self) -> None:
         inplace = (self.inplace,) if isinstance(self.inplace, str) else tuple(self.inplace)
         for name in inplace:
@@ -237,53 +221,7 @@ class Contract:
         object.__setattr__(self, "autotuned", tuple(kernels))
 
     def _check_backward(self) -> None:
-        b = self.backward
-        if b is None or b is False:
-            object.__setattr__(self, "backward", None)
-            return
-        if b is True:
-            b = Backward()
-        elif isinstance(b, str):
-            b = Backward(grads=(b,))
-        elif isinstance(b, (tuple, list)):
-            b = Backward(grads=tuple(b))
-        elif not isinstance(b, Backward):
-            raise _fail("Contract", "backward", b, "True, the names of the inputs that get gradients, "
-                        "or Backward(grads=..., ...)")
-        floats = [n for n in self.tensor_names if getattr(self.inputs[n], "index_of", None) is None
-                  and any(d in FLOAT_DTYPES for d in self.inputs[n].dtypes)]
-        grads = tuple(b.grads) if b.grads else tuple(floats)
-        for name in grads:
-            if name not in floats:
-                raise _fail("Contract", "backward.grads", name, f"names of float Tensor inputs from {floats}")
-        if not grads or len(set(grads)) != len(grads):
-            raise _fail("Contract", "backward.grads", grads, "each float input named once, at least one")
-        output = tuple(b.output) if b.output is not None else tuple(self.inputs[grads[0]].shape)
-        for sym in output:
-            if sym not in self.dims:
-                raise _fail("Contract", "backward.output", sym, f"dims declared in dims={sorted(self.dims)}")
-        reduces = {}
-        for name, syms in dict(b.reduces).items():
-            syms = (syms,) if isinstance(syms, str) else tuple(syms)
-            if name not in grads or any(s not in self.dims for s in syms):
-                raise _fail("Contract", f"backward.reduces[{name!r}]", syms,
-                            f"a gradient from {grads} mapped to dims from {sorted(self.dims)}")
-            reduces[name] = syms
-        if b.error_scale is not None and not callable(b.error_scale):
-            raise _fail("Contract", "backward.error_scale", b.error_scale, "a callable or None")
-        if b.deterministic not in (None, True, False) or not isinstance(b.overwrites_grad_output, bool):
-            raise _fail("Contract", "backward", b, "deterministic None/True/False, overwrites_grad_output a bool")
-        if not isinstance(b.accumulate, Mapping):
-            raise _fail("Contract", "backward.accumulate", b.accumulate, f"a mapping from gradients {grads} to "
-                        "accumulation dtypes")
-        accumulate = {}
-        for name, acc in b.accumulate.items():
-            if name not in grads:
-                raise _fail("Contract", "backward.accumulate", name, f"a gradient from {grads} as keys")
-            accumulate[name] = _accumulate_value(f"backward.accumulate[{name!r}]", acc)
-        object.__setattr__(self, "backward", replace(
-            b, grads=grads, output=output, reduces=reduces, accumulate=accumulate,
-            deterministic=self.deterministic if b.deterministic is None else b.deterministic))
+        object.__setattr__(self, "backward", resolve_backward(self, self.backward))
 
     def grad_reduction(self, name: str, dims: Mapping[str, int]) -> int:
         """How many terms gradient ``name`` sums (its tolerance's reduction length) at ``dims``."""
@@ -332,6 +270,9 @@ class Contract:
         ``accumulate``: resolve this declaration instead of the contract's own.
         """
         acc = self.accumulate if accumulate is None else accumulate
+        if isinstance(acc, PerDevice):
+            raise ValueError(f"Contract.accumulation: accumulate={acc!r} differs by device; resolve it with "
+                             "Contract.on_device(device) first")
         if isinstance(acc, str) and acc != ACCUMULATE_INPUT:
             return acc
         floats = [dtypes[n] for n in self.tensor_names if dtypes.get(n) in FLOAT_DTYPES]

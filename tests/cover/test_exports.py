@@ -73,7 +73,8 @@ def test_the_top_level_package_exports_the_declaration_api_only():
     from triton_conformance import errors, model
 
     declaration = {"subject", "register", "get_subject", "Subject", "Contract", "Tensor", "Mask", "Dim", "Scalar",
-                   "Tolerance", "Backward", "Performance", "Dropout", "StochasticRounding", "StochasticModel"}
+                   "Tolerance", "Backward", "Performance", "Dropout", "StochasticRounding", "StochasticModel",
+                   "Product", "Divisible"}
     # and counterexample_inputs, served lazily (tests/cover/test_counterexamples.py)
     assert set(triton_conformance.__all__) == declaration | set(errors.__all__) | {"__version__",
                                                                                   "counterexample_inputs"}

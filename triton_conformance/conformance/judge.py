@@ -221,6 +221,7 @@ class Judge:
         ``where`` qualifies output names in messages (``"last 3 rows of "``).
         """
         contract = self.subject.contract
+        scalars = {**scalars, **contract.keyword_values(dims)}  # the dims a relation hands over by keyword
         refs = self.oracle(inputs, scalars)
         if len(refs) != len(outputs):
             return Finding("wrong", "bad-output", f"launcher returned {len(outputs)} outputs, oracle {len(refs)}")
@@ -278,6 +279,7 @@ class Judge:
         sums (``Contract.grad_reduction``: dW sums over the rows) in its own accumulation dtype."""
         contract = self.subject.contract
         backward = contract.backward
+        scalars = {**scalars, **contract.keyword_values(dims)}  # the dims a relation hands over by keyword
         refs = self.oracle_gradients(inputs, grad_output, scalars)
         scales: dict[str, Any] = {}
         if backward.error_scale is not None:

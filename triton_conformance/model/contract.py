@@ -40,6 +40,7 @@ from triton_conformance.model.claims import (  # noqa: F401 - Backward, PerDevic
     on_device,
     resolve_backward,
 )
+from triton_conformance.model.relations import Divisible, Product, check_relations
 from triton_conformance.model.scales import check_scales
 from triton_conformance.model.stochastic import StochasticModel
 
@@ -61,6 +62,8 @@ __all__ = [
     "Backward",
     "PerDevice",
     "DEVICE_KEYS",
+    "Product",
+    "Divisible",
 ]
 
 
@@ -104,6 +107,10 @@ class Contract:
     # picked from a table at run time, a launcher in a compiled extension).  Held as given: the
     # engine checks that each is an autotuner (conformance/autotune.py::tuners_for).
     autotuned: tuple[Any, ...] = ()
+    # Relations between dims (model/relations.py): Product("C", ("G", "Cg")) for C = G x Cg,
+    # Divisible("C", by="G") for C % G == 0.  A dim in no input's shape but in a relation is handed to the
+    # launcher and the oracle by keyword (``keyword_dims``).
+    relations: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -131,10 +138,11 @@ class Contract:
             if getattr(spec, "index_of", None) is not None and spec.index_of not in self.dims:
                 raise _fail(owner, f"inputs[{name!r}].index_of", spec.index_of,
                             f"a dim declared in dims={sorted(self.dims)}")
-        used = {s for spec in self.inputs.values() for s in spec.shape}
-        unused = sorted(set(self.dims) - used)
+        object.__setattr__(self, "relations", check_relations(self.relations, self.dims))
+        related = {s for rel in self.relations for s in (rel.dim, *rel.sources)}
+        unused = sorted(set(self.keyword_dims) - related)
         if unused:
-            raise _fail(owner, "dims", unused, "every declared dim to appear in some input's shape")
+            raise _fail(owner, "dims", unused, "every declared dim to appear in some input's shape or relation")
         if self.scalars is None:
             object.__setattr__(self, "scalars", {})
         if not isinstance(self.scalars, Mapping):
@@ -145,6 +153,10 @@ class Contract:
                 raise _fail(owner, f"scalars[{name!r}]", s, "Scalar(low, high)")
             if name in self.inputs:
                 raise _fail(owner, "scalars", name, "names distinct from the tensor inputs")
+        for sym in self.keyword_dims:
+            if sym in self.inputs or sym in self.scalars:
+                raise _fail(owner, "dims", sym, "a dim handed by keyword (in no input's shape) named apart from "
+                            "the inputs and scalars")
         if self.reduces is not None and self.reduces not in self.dims:
             raise _fail(owner, "reduces", self.reduces, f"one of dims={sorted(self.dims)}")
         self._check_tolerance()
@@ -305,9 +317,19 @@ class Contract:
     def _check_callable(self, name: str, fn: Callable[..., Any]) -> None:
         if not callable(fn):
             raise _fail("Contract", name, fn, "a callable taking the declared inputs by keyword")
-        check_accepts(f"Contract: {name}", fn, list(self.inputs) + list(self.scalars))
+        check_accepts(f"Contract: {name}", fn, list(self.inputs) + list(self.scalars) + list(self.keyword_dims))
 
     # -- derived views -------------------------------------------------
+    @property
+    def keyword_dims(self) -> tuple[str, ...]:
+        """The dims in no input's shape (named by a relation): the launcher and the oracle get them by keyword."""
+        used = {s for spec in self.inputs.values() for s in spec.shape}
+        return tuple(s for s in self.dims if s not in used)
+
+    def keyword_values(self, dims: Mapping[str, int]) -> dict[str, int]:
+        """The :attr:`keyword_dims` of an example's ``dims``, as the launcher and the oracle take them."""
+        return {s: dims[s] for s in self.keyword_dims if s in dims}
+
     @property
     def mask_name(self) -> str | None:
         return next((n for n, s in self.inputs.items() if s.is_mask), None)

@@ -97,7 +97,7 @@ _EXPECTED = {"inputs": "a mapping of input names to Tensor(...) or Mask(...)",
 
 def _launcher_for(launcher: Any, contract: Contract, parameters: Mapping[str, str] | None) -> tuple[Any, str]:
     """The keyword callable every cell calls, and the declared object's form."""
-    names = list(contract.inputs) + list(contract.scalars)
+    names = list(contract.inputs) + list(contract.scalars) + list(contract.keyword_dims)
     form = launcher_form(launcher, parameters)
     if parameters is not None and not isinstance(parameters, Mapping):
         raise InvalidContract(f"register: parameters={parameters!r}, expected a mapping of input name -> "

@@ -51,7 +51,7 @@ def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Any, varian
     with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations:
         try:
             # A torch-seeded stochastic subject gets the example's seed, the same for every call of it.
-            raw = launch(subject, built.views, spec.scalars, seed=spec.seed)
+            raw = launch(subject, built.views, spec.scalars, seed=spec.seed, dims=spec.dims)
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
             return Run(None, exc, allocations, before=before, built=built)
     backend.synchronize()

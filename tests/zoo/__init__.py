@@ -35,6 +35,7 @@ MODULES = (
     "zoo_semantics",
     "zoo_tolerance",
     "zoo_fp8",
+    "zoo_group_norm",
 )
 
 

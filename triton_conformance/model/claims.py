@@ -62,7 +62,7 @@ def _accumulate_value(where: str, acc: Any) -> str | dict[str, str]:
                 "from input dtype to accumulation dtype such as {'float16': 'float16', 'float32': 'float32'}")
     if isinstance(acc, PerDevice):
         return acc
-    if isinstance(acc, Mapping) and acc and set(acc) <= set(DEVICE_KEYS):
+    if isinstance(acc, Mapping) and any(k in DEVICE_KEYS for k in acc):
         return PerDevice.of(where, acc, _accumulate_value)
     if isinstance(acc, Mapping):
         for k, v in acc.items():

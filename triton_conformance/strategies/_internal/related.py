@@ -28,32 +28,35 @@ def _relations_from(contract: Contract, sym: str) -> list[Any]:
 
 
 def source_bounds(contract: Contract, sym: str, out: dict[str, int], lo: int, cap: int,
-                  room: Callable[[str], int]) -> tuple[int, int]:
+                  room: Callable[[str], int], floors: dict[str, int]) -> tuple[int, int]:
     """``[lo, cap]`` for source dim ``sym`` narrowed so that every relation it feeds can still hold: the
     other sources take their drawn values, or their minimum (for the cap) and maximum (for the floor) where
-    not drawn yet.  ``room(dim)``: the most a dim may be, its range and the element budget considered."""
+    not drawn yet.  ``room(dim)``: the most a dim may be, its range and the element budget considered;
+    ``floors``: the least a derived dim must reach (a class pinned it past a block)."""
     dims = contract.dims
     for rel in _relations_from(contract, sym):
         target = dims[rel.dim]
         if rel.dim in out:  # pinned by a cell (out of range on purpose): the sources are drawn freely
             continue
-        top = max(target.min, min(target.max, room(rel.dim)))
+        floor = max(target.min, floors.get(rel.dim, 0))
+        top = max(floor, min(target.max, room(rel.dim)))
         if isinstance(rel, Product):
             others = [f for f in rel.factors if f != sym]
             least = math.prod(max(out.get(f, dims[f].min), 1) for f in others)
             most = math.prod(out.get(f, dims[f].max) for f in others)
             cap = min(cap, top // least)
             if most:
-                lo = max(lo, -(-target.min // most))
-        else:  # a divisor: no larger than the largest multiple it must leave room for
-            cap = min(cap, top)
+                lo = max(lo, -(-floor // most))
+        else:  # a divisor: [floor, top] holds a multiple of any divisor up to its length
+            cap = min(cap, max(1, top - floor + 1))
     return lo, max(lo, cap)
 
 
 def derive(draw: Any, contract: Contract, out: dict[str, int], shape_class: str,
-           room: Callable[[str], int]) -> dict[str, int]:
-    """``out`` with every derived dim built from its drawn sources; where a cell pinned a derived dim (the
-    only one past a block), its sources are moved to divisors of it instead (:func:`_fit_sources`)."""
+           room: Callable[[str], int], floors: dict[str, int]) -> dict[str, int]:
+    """``out`` with every derived dim built from its drawn sources (at least its floor, where a class pinned
+    one); where a cell pinned a derived dim's value (to 1 or 0, the only dim that could take it), its
+    sources are moved to divisors of it instead (:func:`_fit_sources`)."""
     for rel in contract.relations:
         if rel.dim in out:
             _fit_sources(rel, out)
@@ -62,8 +65,8 @@ def derive(draw: Any, contract: Contract, out: dict[str, int], shape_class: str,
             out[rel.dim] = rel.value(out)
             continue
         target, by = contract.dims[rel.dim], max(out[rel.by], 1)
-        lo = -(-target.min // by)
-        hi = max(lo, min(target.max, room(rel.dim)) // by)
+        lo = -(-max(target.min, floors.get(rel.dim, 0)) // by)
+        hi = max(lo, min(target.max, max(room(rel.dim), floors.get(rel.dim, 0))) // by)
         if shape_class == "tiny":
             k = draw(integers(lo, max(lo, min(hi, 3))))
         elif shape_class == "non-pow2":

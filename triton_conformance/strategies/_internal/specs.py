@@ -111,6 +111,8 @@ def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_oute
         order.remove(widest)
         order.insert(0, widest)
     derived = derived_dims(contract.relations)
+    # A class that pins a derived dim past a block pins a floor: its sources are drawn to reach it.
+    floors = {s: out.pop(s) for s in list(out) if s in derived} if shape_class == "beyond-block" else {}
 
     def bounded(sym: str) -> Dim:
         d = contract.dims[sym]
@@ -140,7 +142,7 @@ def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_oute
         if sym in out or sym in derived:  # a derived dim is built from its sources, below
             continue
         d = bounded(sym)
-        lo, cap = source_bounds(contract, sym, out, d.min, max(d.min, room(sym)), room)
+        lo, cap = source_bounds(contract, sym, out, d.min, max(d.min, room(sym)), room, floors)
         if shape_class == "tiny":
             out[sym] = draw(integers(lo, max(lo, min(cap, 3))))
         elif palette:  # few distinct sizes per specialization class, so compiled kernels are reused
@@ -154,7 +156,7 @@ def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_oute
             out[sym] = draw(non_power_of_two_sizes(min_value=lo, max_value=cap))
         else:
             out[sym] = draw(sizes(min_value=lo, max_value=cap))
-    return derive(draw, contract, out, shape_class, room)
+    return derive(draw, contract, out, shape_class, room, floors)
 
 
 def outer_dims(contract: Contract) -> list[str]:

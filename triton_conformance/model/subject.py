@@ -128,11 +128,12 @@ def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
     - ``scalars``: name -> ``Scalar(low, high)``, passed by keyword as Python numbers.
     - ``deterministic``: claim bitwise-identical output for identical input.
     - ``reduces``: the dim symbol summed over, which scales the tolerance.
-    - ``tolerance``: a ``Tolerance(...)`` overriding the derived bound.
+    - ``tolerance``: a ``Tolerance(...)`` overriding the derived bound, or one per device
+      ({"cpu": ..., "cuda": ...}; the interpreter takes "interpreter"'s if given, else "cpu"'s).
     - ``values``: adversarial value classes claimed (huge, inf, nan, denormal, ties); a string
       names one class.
     - ``accumulate``: the dtype the kernel accumulates in (default float32), ``"input"``, or
-      {input dtype: accumulation dtype}.
+      {input dtype: accumulation dtype}; or one of those per device ({"cpu": "input", "cuda": "float32"}).
     - ``max_elements``: a cost cap per input tensor for the drawn examples.
     - ``model``: a stochastic model (``Dropout(...)``, ``StochasticRounding(...)``) of a random
       output; the oracle, if any, is then its deterministic part.
@@ -155,6 +156,9 @@ def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
     - ``autotuned``: the ``@triton.autotune`` kernels the launcher runs (one, or a tuple),
       needed only where its code does not show them (a kernel picked from a table at run
       time, a launcher in a compiled extension); by default they are found in its code.
+    - ``relations``: relations between dims, ``Divisible("C", by="G")`` (C % G == 0) or
+      ``Product("C", ("G", "Cg"))`` (C = G x Cg); examples are built to keep them, and a dim in
+      no input's shape (``G``) is passed to the launcher and the oracle by keyword.
 
     The subject's own:
 

@@ -122,3 +122,6 @@ def test_bad_sources_are_named():
     with pytest.raises(InvalidArgument, match=r"expected a Spec"):
         triton_conformance.counterexample_inputs(None, subject="zoo_gemv_unchecked_contiguous",
                                                  cell="layout:transposed")
+    with pytest.raises(InvalidArgument, match=r"large-index cell's fixed plan has no spec to build"):
+        triton_conformance.counterexample_inputs({"dims": {"M": 1 << 31, "N": 1}, "dtypes": {}},
+                                                 "zoo_gemv_unchecked_contiguous[shape:large-index]")

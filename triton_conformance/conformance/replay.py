@@ -96,9 +96,9 @@ def example_tensors(subject: Subject, cell: str, example: Any, *, device: str = 
     grad_output is in ``grad_dtype`` (default: the dtype of the first input that gets a gradient, which is the
     output's for a launcher whose output keeps its input's dtype; the battery uses the output's own)."""
     kind, _ = kind_of(cell)  # an unknown cell is an InvalidArgument naming the known ones
-    if isinstance(example, dict) and "dims" in example:
+    if kind.spec_examples and isinstance(example, dict) and "dims" in example:
         example = Spec.from_dict(example)
-    if not isinstance(example, Spec):
+    if not kind.spec_examples or not isinstance(example, Spec):
         raise InvalidArgument(f"example_tensors: example={example!r} of cell={cell!r}, expected a Spec (the "
                               "counterexample of a searched or grad cell); a stochastic design's seed or the "
                               "large-index cell's fixed plan has no spec to build")

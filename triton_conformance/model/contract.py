@@ -207,6 +207,9 @@ class Contract:
         """This contract as it claims on ``device`` ("cpu", "cuda" or "interpreter"): each per-device claim
         (``tolerance``, ``accumulate``, ``Backward.accumulate``) replaced by the one for that device."""
         backward = self.backward
+        claims = [self.tolerance, self.accumulate, *(backward.accumulate.values() if backward else ())]
+        if not any(isinstance(c, PerDevice) for c in claims):
+            return self  # nothing differs by device
         if backward is not None:
             backward = replace(backward, accumulate={n: on_device(v, device) for n, v in backward.accumulate.items()})
         return replace(self, tolerance=on_device(self.tolerance, device),

@@ -15,4 +15,5 @@ importing triton to run them on the CPU.
 - :mod:`.matmul`: ``matmul``
 - :mod:`.dropout`: ``relu_dropout`` (stochastic: fused ReLU + dropout)
 - :mod:`.stochastic_rounding`: ``stochastic_round_bf16`` (stochastic: rounding to the bfloat16 grid)
+- :mod:`.tma_matmul`: ``tma_matmul`` (fp16, through host tensor descriptors)
 """

@@ -25,6 +25,10 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
     ("isolation", "process", ("process", "none"),
      "run cells in a replaceable worker process, or in the pytest process"),
     ("timeout", "300", None, "seconds a cell may run before it is recorded as a timeout"),
+    ("worker-memory", "auto", None,
+     "memory each worker process may allocate beyond its start-up, so that an example too large for the host "
+     "is discarded (skipped, saying so) before the host runs out: auto (the host's available memory less a "
+     "margin, shared among the xdist workers), none, or a number of GiB"),
     ("gpus", None, None, "GPUs for the xdist workers, one worker pinned to each: a count or ids such as 0,1"),
     ("sanitizer", "off", ("off", "memcheck"),
      "run each cell's worker under compute-sanitizer (memcheck; CUDA only, slow); the bare flag means memcheck"),

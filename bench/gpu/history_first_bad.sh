@@ -24,7 +24,7 @@ mkdir "$WORK/repo"
 (cd "$SRC" && tar --exclude=.git --exclude=.tox --exclude=.conformance --exclude=conformance-results \
     --exclude=__pycache__ --exclude=.gpusnap -cf - .) | (cd "$WORK/repo" && tar -xf -)
 cd "$WORK/repo" || exit 2
-export GIT_CEILING_DIRECTORIES=$WORK PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export GIT_CEILING_DIRECTORIES=$WORK PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 git() { command git -c user.name=bench -c user.email=bench@localhost "$@"; }
 git init -q && git add -A && git commit -qm "A: the checkout as it is"
 A=$(git rev-parse HEAD)

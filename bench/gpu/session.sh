@@ -21,10 +21,13 @@
 #   calib         torch's own operations as subjects on CUDA, fresh nightly seeds for CALIB_MINUTES [3]
 #                 (bench/calibration.py)
 #   torchprec     what torch's own CUDA cumsum, fp16 matmul and rms_norm do (bench/gpu/torch_cuda_precision.py)
+#   fp8zoo        the fp8 casts, the fp8 zoo and twins, the fp8 dot's accumulator (bench/gpu/fp8_zoo.py)
+#   firstbad      two recorded runs at two commits and `history first-bad` (bench/gpu/history_first_bad.sh;
+#                 SQLAlchemy from .whl)
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
 #                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # wheels carried to /tmp/site stay visible
 L=$OUT/logs
 mkdir -p "$L"
 T0=$(date +%s)
@@ -168,6 +171,8 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
                          --seed "${SEED:-23}" --fresh --results "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json"
                      python3 bench/gpu/nightly_summary.py "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json" \
                          >> "$OUT/summary.txt" 2>&1 ;;
+        fp8zoo) run_step fp8zoo "${FP8_LIMIT:-240}" python3 bench/gpu/fp8_zoo.py --device cuda ;;
+        firstbad) run_step firstbad "${FB_LIMIT:-240}" bash bench/gpu/history_first_bad.sh cuda .whl ;;
         reach) run_step reach "${REACH_LIMIT:-300}" bash bench/gpu/reach.sh ;;
         lice) run_step lice 200 python3 bench/gpu/large_index_cross_entropy.py --devices cuda --out "$L/lice" ;;
         torchprec) run_step torchprec 120 python3 bench/gpu/torch_cuda_precision.py ;;

@@ -171,8 +171,10 @@ def test_no_subjects_is_a_usage_error(pytester: pytest.Pytester) -> None:
         (["--conformance-profile=fast"], "*--conformance-profile*invalid choice*"),
         (["--conformance-timeout=soon"], "*--conformance-timeout='soon', expected a positive number of seconds*"),
         (["--conformance-seed=abc"], "*--conformance-seed='abc', expected an integer*"),
+        (["--conformance-worker-memory=lots"], "*--conformance-worker-memory='lots', expected auto, none, or a "
+                                               "positive number of GiB*"),
     ],
-    ids=["profile", "timeout", "seed"],
+    ids=["profile", "timeout", "seed", "worker-memory"],
 )
 def test_bad_options_name_the_option(pytester: pytest.Pytester, args: list[str], message: str) -> None:
     _project(pytester, {"toy_subjects": SUBJECTS})

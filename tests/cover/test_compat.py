@@ -9,6 +9,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit below i
 import pytest
 import torch
 import triton
+import triton.tools.tensor_descriptor
 
 import triton_conformance as tc
 from triton_conformance import ConformanceUsageError, Dim, Tensor, compat
@@ -38,7 +39,8 @@ def only(name, **kw):
 def test_every_shim_is_named_described_installed_and_removed_again():
     assert tuple(SHIMS) == ("nested_calls", "libdevice", "autotune", "device_context", "device_properties", "cuda_allocations",
                             "torch_hip", "nvidia_smi", "jit_function", "compiled_kernel", "tensor_wrappers",
-                            "lang_globals", "float_scalars", "loop_vars", "overflow_checks", "fp8", "bf16")
+                            "lang_globals", "float_scalars", "loop_vars", "overflow_checks", "fp8", "bf16",
+                            "descriptors")
     assert all(isinstance(line, str) and line and "\n" not in line for line in SHIMS.values())
     watched = [(torch.cuda, "get_device_capability"), (torch.cuda, "device"), (torch, "full"),
                (torch.Tensor, "to"), (triton.runtime.interpreter, "_implicit_cvt"), (triton.runtime, "JITFunction"),
@@ -46,7 +48,9 @@ def test_every_shim_is_named_described_installed_and_removed_again():
                (triton.runtime.interpreter.GridExecutor, "_init_args_hst"),
                (triton.runtime.interpreter.InterpreterBuilder, "binary_op"),
                (triton.runtime.autotuner.Autotuner, "prune_configs"),
-               (triton.runtime.interpreter.interpreter_builder, "options")]
+               (triton.runtime.interpreter.interpreter_builder, "options"),
+               (triton.tools.tensor_descriptor.TensorDescriptor, "__post_init__"),
+               (triton.runtime.interpreter.InterpreterBuilder, "create_make_tensor_descriptor")]
     originals = [getattr(obj, name) for obj, name in watched]
     assert compat.install() == tuple(SHIMS) == compat.installed()
     patched = [getattr(obj, name) for obj, name in watched]

@@ -13,8 +13,8 @@ def backend():
     from triton_conformance.conformance.backend import current_backend
 
     # Workers install every shim; kernels run in this process need the fp8 casts too (a correct quantizer
-    # is wrong under the interpreter's own).
-    compat.install(["fp8"])
+    # is wrong under the interpreter's own), and the descriptor checks (a misaligned one is a finding).
+    compat.install(["fp8", "descriptors"])
     return current_backend("interpreter")
 
 
@@ -26,6 +26,6 @@ def kernels():
     from triton_conformance.model.subject import registry
 
     for name in ("vector_add", "softmax", "gemv", "attention", "flash_attention", "layer_norm", "matmul", "dropout",
-                 "stochastic_rounding", "fp8_quant", "fp8_matmul", "group_norm"):
+                 "stochastic_rounding", "fp8_quant", "fp8_matmul", "tma_matmul", "group_norm"):
         importlib.import_module(f"kernels_under_test.{name}")
     return registry

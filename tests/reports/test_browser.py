@@ -85,7 +85,8 @@ def test_matrix_detail_reproducer_and_screenshot(browser, page, tmp_path):
     assert detail.find_element(By.TAG_NAME, "h2").text == "softmax_block1024[layout:contiguous]"
     repro = detail.find_element(By.CSS_SELECTOR, "pre.reproducer")
     assert repro.is_displayed()
-    assert "replay('kernels_under_test.softmax', 'softmax_block1024', spec, device='cpu')" in repro.text
+    assert ("replay('kernels_under_test.softmax', 'softmax_block1024', 'layout:contiguous', example, device='cpu')"
+            in repro.text)
     assert "'N': 1025" in repro.text
     detail.find_element(By.CSS_SELECTOR, "button.copy").click()
     WebDriverWait(browser, 5).until(lambda d: detail.find_element(By.CSS_SELECTOR, ".copied").text == "copied")

@@ -200,6 +200,15 @@ def test_unwritten_mutated_and_poisoned_read_findings_in_words():
     assert detail.find("span", cls="finding").text().endswith("(x is padded)")
 
 
+
+def test_a_misaligned_descriptor_finding_names_the_input_and_the_rule():
+    details = {"input": "b", "descriptor": {"where": "host TensorDescriptor", "rules": ["strides"]}}
+    detail, _ = _finding_page("misaligned-descriptor", details, "input 'b': host TensorDescriptor on ...")
+    assert detail.find("span", cls="finding").text() == (
+        "built a tensor descriptor on input b that the GPU's copy engine refuses (breaking its strides rule): "
+        "a fault or garbage on the GPU")
+
+
 # -- letters that say what was found -----------------------------------------------------------------
 
 def test_a_wrong_answer_in_the_memory_or_determinism_column_says_it_is_not_that_columns_failure():

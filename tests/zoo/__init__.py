@@ -35,6 +35,8 @@ MODULES = (
     "zoo_semantics",
     "zoo_tolerance",
     "zoo_fp8",
+    "zoo_tma",
+    "zoo_cuda_dispatch",
     "zoo_group_norm",
 )
 

@@ -4,7 +4,8 @@ Under ``TRITON_INTERPRET=1`` kernels from real libraries trip over the
 interpreter (libdevice functions return None, ``@triton.autotune`` wants a
 driver, launchers ask the GPU for its SM count or allocate on ``cuda``,
 library runtimes over ``@triton.jit`` expect a ``JITFunction``...), bf16
-arithmetic is computed on raw bit patterns, and fp8 casts round wrongly.  Each of those is one
+arithmetic is computed on raw bit patterns, fp8 casts round wrongly, and tensor descriptors are
+not held to the hardware's alignment rules.  Each of those is one
 named shim here; :func:`install` applies them (all by default), only under
 the interpreter, idempotently, and :func:`uninstall` takes them off again.
 
@@ -54,6 +55,8 @@ SHIMS: dict[str, str] = {
     "fp8": "casts to and from fp8 (e4m3fn, e5m2) rounded to nearest even and saturated, as cvt.rn.satfinite on "
            "the GPU",
     "bf16": "bf16 arithmetic, casts, dot, reductions and scans decoded to fp32 and rounded to nearest even",
+    "descriptors": "tensor descriptors (host TensorDescriptor, tl.make_tensor_descriptor) checked against the "
+                   "hardware's 16-byte alignment and block rules, each breach recorded for the battery",
 }
 
 _APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn) in {
@@ -74,6 +77,7 @@ _APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn
     "overflow_checks": ("quirks", "apply_overflow_checks"),
     "fp8": ("fp8", "apply"),  # before bf16: the bf16 shim's bf16 -> fp8 cast goes through fp32 to this one
     "bf16": ("bf16", "apply"),
+    "descriptors": ("descriptors", "apply"),
 }.items()}
 
 # The shims that answer for the target device: applied again when it changes.

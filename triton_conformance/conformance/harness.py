@@ -55,10 +55,15 @@ _GROUPS = tuple(t for t in (getattr(builtins, "BaseExceptionGroup", None),
 
 def marked(subject: Subject) -> Subject:
     """``subject`` with its launcher wrapped so that an exception leaving the launcher call is marked as
-    the kernel's (:data:`LAUNCHER_RAISED`); returned as it is if it is marked already."""
+    the kernel's (:data:`LAUNCHER_RAISED`); returned as it is if it is marked already.  A subject declared
+    ``pretend_cuda`` is called with its CPU tensors looking like CUDA ones (:mod:`~..compat.cuda_dispatch`)."""
     launcher = subject.launcher
     if getattr(launcher, LAUNCHER_RAISED, False):
         return subject
+    if subject.pretend_cuda:
+        from triton_conformance.compat.cuda_dispatch import pretending_cuda
+
+        launcher = pretending_cuda(launcher)
 
     @functools.wraps(launcher)
     def launch(*args: Any, **kwargs: Any) -> Any:
@@ -70,7 +75,8 @@ def marked(subject: Subject) -> Subject:
 
     setattr(launch, LAUNCHER_RAISED, True)
     # target: what the launcher wraps, where the autotuners are found (the launcher itself when none is set).
-    return replace(subject, launcher=launch, target=subject.target if subject.target is not None else launcher)
+    return replace(subject, launcher=launch,
+                   target=subject.target if subject.target is not None else subject.launcher)
 
 
 def raised_by_launcher(exc: BaseException) -> bool:

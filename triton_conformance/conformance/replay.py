@@ -27,6 +27,7 @@ import torch
 from triton_conformance.conformance.backend import current_backend
 from triton_conformance.conformance.battery.backward import grad_output, output_shape
 from triton_conformance.conformance.battery.checks import FIRST
+from triton_conformance.conformance.harness import marked
 from triton_conformance.conformance.kinds import CellContext, judge_for, kind_of, subject_scopes
 from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.conformance.search.policy import SearchPolicy
@@ -48,7 +49,8 @@ def replay_context(subject: Subject, cell: str, backend: Any, config: RunConfig 
     """A context to run one example of ``subject``'s ``cell`` in, outside any search (no budgets)."""
     config = config or RunConfig(device="cuda" if backend.compiles else "interpreter")
     policy = SearchPolicy.of(config)
-    return CellContext(subject=subject, cell=cell, backend=backend, config=config,
+    # The launcher called as every cell calls it (marked, and pretending CUDA where the subject says so).
+    return CellContext(subject=marked(subject), cell=cell, backend=backend, config=config,
                        judge=judge_for(subject, backend), policy=policy,
                        allowance=Allowance(memory_cap=policy.memory_cap, shrink_calls=policy.shrink_calls))
 

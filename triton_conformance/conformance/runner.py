@@ -32,6 +32,7 @@ from triton_conformance.conformance.search.compiles import CellCompiles, countin
 from triton_conformance.conformance.search.discards import ExampleDiscarded
 from triton_conformance.conformance.search.interpreter_cost import cost_details, metering_cost
 from triton_conformance.conformance.search.policy import SearchPolicy
+from triton_conformance.conformance.triton_path import launch_note
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.subject import Subject
@@ -108,7 +109,7 @@ def run_cell(
                 result = cell_result(subject, cell, "oracle-error", str(exc), finding="oracle-raised",
                                      details={"traceback": exc.traceback})
         compiled = compiles.count if compiles is not None else None
-        result = cost_details(result, meter)
+        result = launch_note(cost_details(result, meter), meter, subject)
     result = replace(result, duration_s=time.perf_counter() - started, compiles=compiled)
     observer.cell_finished(result)
     return result

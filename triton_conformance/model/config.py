@@ -14,7 +14,8 @@ from typing import Any
 from triton_conformance.errors import ConformanceUsageError
 
 __all__ = ["Profile", "PROFILES", "RunConfig", "run_config", "profile_named", "parse_budget", "parse_compat", "DEVICES",
-           "DEVICE_CHOICES", "INTERPRETER", "CUDA", "AUTO", "parse_device", "on_cuda", "ISOLATIONS"]
+           "DEVICE_CHOICES", "INTERPRETER", "CUDA", "AUTO", "parse_device", "on_cuda", "ISOLATIONS",
+           "parse_worker_memory"]
 
 INTERPRETER, CUDA, AUTO = "interpreter", "cuda", "auto"
 DEVICES = (INTERPRETER, CUDA)  # where a run's kernels run
@@ -135,6 +136,9 @@ class RunConfig:
     # Most bytes one searched example may need (estimated from its spec): a fraction of the
     # machine's physical memory if at most 1, else bytes; None: no cap.  Over it, examples are discarded.
     memory_cap: float | None = 0.25
+    # What each worker process may allocate (see parse_worker_memory): "auto" (sized from the host's
+    # available memory), bytes, or None (no bound).  A cell run in this process is never bounded.
+    worker_memory: str | int | None = AUTO
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:  # resolved: no auto, no torch spelling
@@ -143,6 +147,10 @@ class RunConfig:
             raise ConformanceUsageError(f"RunConfig: isolation={self.isolation!r}, expected one of {ISOLATIONS}")
         if self.compile_budget == PROFILE_BUDGET:
             object.__setattr__(self, "compile_budget", self.profile.compile_budget)
+        memory = self.worker_memory
+        if not (memory in (AUTO, None) or (isinstance(memory, int) and not isinstance(memory, bool) and memory > 0)):
+            raise ConformanceUsageError(f"RunConfig: worker_memory={memory!r}, expected 'auto', None or a positive "
+                                        "number of bytes")
 
     @property
     def examples(self) -> int:
@@ -163,16 +171,35 @@ def parse_compat(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def parse_worker_memory(value: Any, where: str = "worker memory") -> str | int | None:
+    """A worker's memory bound from an option value: ``'auto'`` (or unset), None for ``none`` / ``off`` / 0,
+    or the bytes of a number of GiB (``'8'``, ``'0.5'``).  ConformanceUsageError naming ``where`` otherwise.
+    """
+    if value in (None, "", AUTO):
+        return AUTO
+    if isinstance(value, str) and value.strip().lower() in ("none", "off", "0"):
+        return None
+    try:
+        gib = float(value) if not isinstance(value, bool) else -1.0
+    except (TypeError, ValueError):
+        gib = -1.0
+    if not 0 < gib < 1 << 20:  # also NaN
+        raise ConformanceUsageError(f"{where}={value!r}, expected auto, none, or a positive number of GiB "
+                                    "each worker process may allocate")
+    return int(gib * (1 << 30))
+
+
 def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = None, compile_budget: Any = None,
                timeout: Any = "300", isolation: str = "process", max_examples: int | None = None,
-               compat: Any = None, where: dict[str, str] | None = None) -> RunConfig:
+               compat: Any = None, worker_memory: Any = AUTO, where: dict[str, str] | None = None) -> RunConfig:
     """A validated RunConfig from option values (strings as given); each error names where the value came from.
 
     - ``device``: already resolved (``auto`` is resolved by the back end, before kernels are imported);
     - ``compile_budget``: None for the profile's, 0 for no limit;
     - ``timeout``: seconds a cell may run, a positive number;
     - ``max_examples``: examples per searched cell instead of the profile's;
-    - ``compat``: the interpreter compatibility layer's shims (see :func:`parse_compat`).
+    - ``compat``: the interpreter compatibility layer's shims (see :func:`parse_compat`);
+    - ``worker_memory``: each worker process's memory bound (see :func:`parse_worker_memory`).
     """
     where = where or {}
     p = profile_named(profile, where.get("profile", "profile"))
@@ -195,5 +222,7 @@ def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = 
     if max_examples is not None and not (isinstance(max_examples, int) and max_examples > 0):
         raise ConformanceUsageError(f"{where.get('max_examples', 'max_examples')}={max_examples!r}, expected a "
                                     "positive int")
+    memory = parse_worker_memory(worker_memory, where.get("worker_memory", "worker_memory"))
     return RunConfig(device=device, profile=p, seed=seed_value, compile_budget=budget, timeout=seconds,
-                     isolation=isolation, max_examples=max_examples, compat=parse_compat(compat))
+                     isolation=isolation, max_examples=max_examples, compat=parse_compat(compat),
+                     worker_memory=memory)

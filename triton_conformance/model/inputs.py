@@ -21,6 +21,9 @@ OTHER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 SCALE_DTYPES = ("float8_e8m0fnu",)
 LAYOUT_CLAIMS = ("contiguous", "any")
+# Bytes per element of each dtype: the descriptor rules and the specialization classes count in bytes.
+DTYPE_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
+               "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e8m0fnu": 1}
 # Adversarial value classes a subject may claim; "ordinary" is always claimed.
 VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties", "zero-blocks", "fp8-overflow", "fp8-subnormal",
                  "fp8-ties")
@@ -111,6 +114,9 @@ class Tensor:
       at some positions.
     - ``same_dtype_as="x"``: this input always has ``x``'s dtype (its ``dtypes``
       default to ``x``'s; the dtype cells change both together).
+    - ``descriptor=True``: the launcher reads this input through a tensor descriptor (TMA), whose
+      rules the hardware enforces (:mod:`.descriptors`): the ``descriptor`` cells hand it views that
+      break them, which it must copy or refuse in words.
     """
 
     shape: tuple[str, ...]
@@ -124,9 +130,13 @@ class Tensor:
     # parameter broadcast over the rows (a weight, a bias), built whole; None: inferred (a
     # parameter when the shape lacks the rows' dim).
     rows: bool | None = None
+    descriptor: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", _shape_tuple("Tensor", self.shape))
+        if not isinstance(self.descriptor, bool) or (self.descriptor and not 1 <= len(self.shape) <= 5):
+            raise _fail("Tensor", "descriptor", self.descriptor, "True (read through a tensor descriptor, which "
+                        "needs a rank from 1 to 5) or False")
         if self.rows not in (None, True, False) or (self.rows is True and not self.shape):
             raise _fail("Tensor", "rows", self.rows, "None (inferred), False, or True for a tensor of rank >= 1")
         if self.same_dtype_as is not None:
@@ -171,9 +181,9 @@ class Tensor:
 
     def __repr__(self) -> str:
         fields = [f"{self.shape!r}", f"dtypes={self.dtypes!r}", f"layouts={self.layouts!r}"]
-        for name in ("value_range", "index_of", "special", "same_dtype_as"):
+        for name in ("value_range", "index_of", "special", "same_dtype_as", "descriptor"):
             value = getattr(self, name)
-            if value not in (None, ()):
+            if value not in (None, (), False):
                 fields.append(f"{name}={value!r}")
         return f"Tensor({', '.join(fields)})"
 

@@ -129,7 +129,7 @@ def cuda_poison_kind(text: str) -> str | None:
 # behind the wrong numbers it causes.
 FINDING_ORDER = (
     "crash", "exception", "unclean-rejection",
-    "mutated-input", "mutated-grad-output", "oob-write", "unwritten", "poisoned-read",
+    "mutated-input", "mutated-grad-output", "misaligned-descriptor", "oob-write", "unwritten", "poisoned-read",
     "accepted-out-of-contract", "no-backward", "missing-gradient", "bad-shape", "bad-output",
     "nan-mismatch", "mismatch",
     "nondeterministic", "config-order-dependent", "policy-violation",

@@ -41,6 +41,8 @@ class Subject:
     # (``apply``) or "nn.Module"; ``target`` is that object (``launcher`` then wraps it).
     form: str = "function"
     target: Any = None
+    # Inside the launcher call only, its CPU tensors say is_cuda / device.type == "cuda" (compat/cuda_dispatch.py).
+    pretend_cuda: bool = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.launcher(*args, **kwargs)
@@ -88,7 +90,7 @@ def get_subject(name: str) -> Subject:
 # The fields of a declaration, in order: the contract's own (model/contract.py), then the subject's.
 # register() and @subject take exactly these; a new Contract field is a new keyword of both.
 CONTRACT_FIELDS = tuple(f.name for f in fields(Contract))
-SUBJECT_FIELDS = ("name", "family", "xfail", "module", "parameters")
+SUBJECT_FIELDS = ("name", "family", "xfail", "module", "parameters", "pretend_cuda")
 FIELDS = CONTRACT_FIELDS + SUBJECT_FIELDS
 REQUIRED = tuple(f.name for f in fields(Contract) if f.default is MISSING and f.default_factory is MISSING)
 _EXPECTED = {"inputs": "a mapping of input names to Tensor(...) or Mask(...)",
@@ -168,6 +170,9 @@ def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
     - ``module``: the importable module that declares it (default: the caller's), which
       worker processes and reproducers import.
     - ``parameters``: for an ``nn.Module``, input -> the module's parameter it replaces.
+    - ``pretend_cuda``: for a library's API that calls Triton only for CUDA tensors (``if x.is_cuda:``):
+      on the interpreter, inside the launcher call only, its tensors say ``is_cuda`` and
+      ``device.type == "cuda"``, so its Triton path runs (default False).
 
     The launcher may also be a ``torch.autograd.Function`` subclass: ``apply`` gets the
     declared inputs and scalars by position, each at its name's place among ``forward``'s
@@ -214,6 +219,10 @@ def _declare(owner: str, launcher: Any, declaration: Mapping[str, Any]) -> Subje
     if not isinstance(name, str) or not name or any(c in name for c in "[]:/ <>"):
         raise InvalidContract(f"register: name={name!r}, expected a non-empty name without []:/<> or spaces "
                               f"(in module {module!r}; a lambda needs name=)")
+    pretend_cuda = declaration.get("pretend_cuda", False)
+    if not isinstance(pretend_cuda, bool):
+        raise InvalidContract(f"{owner}: pretend_cuda={pretend_cuda!r}, expected True or False (subject {name!r} "
+                              f"in module {module!r})")
     try:
         contract = Contract(**{k: v for k, v in declaration.items() if k in CONTRACT_FIELDS})
         check_performance(contract)
@@ -222,7 +231,7 @@ def _declare(owner: str, launcher: Any, declaration: Mapping[str, Any]) -> Subje
         raise _declared(exc, name, module) from None
     return registry.add(Subject(name=name, family=declaration.get("family") or name, launcher=call,
                                 contract=contract, module=module, xfail=declaration.get("xfail"), form=form,
-                                target=launcher))
+                                target=launcher, pretend_cuda=pretend_cuda))
 
 
 def _check_keywords(owner: str, declaration: Mapping[str, Any], name: Any, module: str | None) -> None:

@@ -252,7 +252,7 @@ def _fresh(config: pytest.Config) -> bool:
 
 # run_config's arguments and the options they come from.
 _RUN_OPTIONS = {"profile": "profile", "seed": "seed", "compile_budget": "compiles", "timeout": "timeout",
-                "isolation": "isolation", "compat": "compat"}
+                "isolation": "isolation", "compat": "compat", "worker_memory": "worker-memory"}
 
 
 def pytest_configure(config: pytest.Config) -> None:

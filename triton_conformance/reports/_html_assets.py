@@ -12,7 +12,7 @@ header, main > section { padding: 12px 20px; }
 header { background: var(--panel); border-bottom: 1px solid var(--line); }
 h1 { font-size: 20px; margin: 0 0 8px; } h2 { font-size: 16px; margin: 8px 0; } h3 { font-size: 14px; margin: 14px 0 6px; }
 dl.env { display: grid; grid-template-columns: repeat(auto-fill, minmax(190px, 1fr)); gap: 2px 16px; margin: 0; }
-dl.env div { display: flex; gap: 6px; } dl.env dt { color: var(--muted); } dl.env dd { margin: 0; font-weight: 600; overflow-wrap: anywhere; }
+dl.env div { display: flex; gap: 6px; } dl.env div.wide { grid-column: 1 / -1; } dl.env dt { color: var(--muted); } dl.env dd { margin: 0; font-weight: 600; overflow-wrap: anywhere; }
 .summary { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; }
 .count { border-radius: 4px; padding: 3px 8px; color: #fff; font-weight: 600; }
 .bar { display: flex; height: 10px; width: 100%; margin-top: 8px; border-radius: 3px; overflow: hidden; }

@@ -106,6 +106,15 @@ def _poisoned_read(r: dict[str, Any], d: dict[str, Any]) -> str | None:
     return text
 
 
+def _misaligned_descriptor(r: dict[str, Any], d: dict[str, Any]) -> str | None:
+    desc = d.get("descriptor")
+    if not isinstance(desc, dict) or not isinstance(desc.get("rules"), list):
+        return None
+    on = f" on input {d['input']}" if d.get("input") else ""
+    return (f"built a tensor descriptor{on} that the GPU's copy engine refuses (breaking its "
+            f"{', '.join(str(x) for x in desc['rules'])} rule): a fault or garbage on the GPU")
+
+
 def _mismatch(r: dict[str, Any], d: dict[str, Any]) -> str | None:
     n, total = d.get("mismatched"), d.get("total")
     if not isinstance(n, int):
@@ -123,6 +132,7 @@ _WORDS = {
     "unwritten": _unwritten,
     "mutated-input": _mutated,
     "poisoned-read": _poisoned_read,
+    "misaligned-descriptor": _misaligned_descriptor,
     "mismatch": _mismatch,
     "nan-mismatch": _mismatch,
 }

@@ -45,13 +45,18 @@ ENV_FIELDS = (("device", "device_name"), ("triton", "triton"), ("torch", "torch"
               ("hypothesis", "hypothesis"), ("profile", "profile"), ("seed", "seed"), ("commit", "commit"),
               ("host", "host"), ("platform", "platform"), ("triton-conformance", "triton_conformance"),
               ("interpreter shims", "compat"))
+_WIDE = 40  # characters past which an environment value spans the header's full width
+
+
 def _header(doc: dict[str, Any]) -> str:
     env = doc.get("environment") or {}
     created = str(doc.get("created") or "")
     date = created.replace("T", " ").replace("+00:00", " UTC") if created else None
     items = [("date", date)] + [(label, env.get(key)) for label, key in ENV_FIELDS]
-    body = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(fmt(v) if k != 'seed' or v is not None else 'derandomized')}"
-                   f"</dd></div>" for k, v in items)
+    texts = [(k, fmt(v) if k != "seed" or v is not None else "derandomized") for k, v in items]
+    # A long value (the list of interpreter shims) takes a whole row rather than a narrow column.
+    body = "".join(f'<div{" class=wide" if len(str(text)) > _WIDE else ""}><dt>{esc(k)}</dt><dd>{esc(text)}'
+                   f"</dd></div>" for k, text in texts)
     return (f'<header><h1>Triton conformance report</h1><dl class="env">{body}</dl>'
             f'{_devices_header(doc)}'
             f'<p class="muted">schema {esc(doc.get("schema"))} v{esc(doc.get("version"))}</p></header>')

@@ -20,7 +20,7 @@ from triton_conformance.reports.formats import ReportFormat, register_format
 from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["matrix_lines", "failing_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
-           "unavailable_magnitude_lines", "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
+           "unavailable_magnitude_lines", "no_triton_launch_lines", "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
 
 SLOWEST = 5  # cells the run's summary names as its slowest
 
@@ -149,8 +149,23 @@ def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue = Catalogue
     lines += compile_lines(results)  # CUDA only: the interpreter compiles nothing
     lines += failing_lines(results, lambda r: (r["subject"], order[r["cell"]]))
     lines += unavailable_magnitude_lines(results)
+    lines += no_triton_launch_lines(results)
     lines += skip_lines(results)
     return lines
+
+
+def no_triton_launch_lines(results: Iterable[Any]) -> list[str]:
+    """The cells whose launcher launched no Triton kernel on the interpreter (their ``no_triton_launch`` note),
+    grouped by subject, the note said once: a note, not a failure (none if every such cell launched one)."""
+    noted = [(d["subject"], d["cell"], d["details"]["no_triton_launch"]) for d in map(_as_dict, results)
+             if (d.get("details") or {}).get("no_triton_launch")]
+    if not noted:
+        return []
+    by_subject: dict[str, list[str]] = {}
+    for subject, cell, _ in noted:
+        by_subject.setdefault(subject, []).append(cell)
+    return ["", f"{noted[0][2]}, in {len(noted)} cells:"] + [
+        f"  {subject}: {', '.join(cells)}" for subject, cells in by_subject.items()]
 
 
 def unavailable_magnitude_lines(results: Iterable[Any]) -> list[str]:

@@ -113,10 +113,10 @@ class CellExecutor:
     def _new_pool(self):  # noqa: ANN202
 
         if self.sanitizer is None:
-            return WorkerPool(self.config.device, compat=self.config.compat)
+            return WorkerPool(self.config.device, compat=self.config.compat, memory=self.config.worker_memory)
 
         return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix,
-                          compat=self.config.compat)
+                          compat=self.config.compat, memory=self.config.worker_memory)
 
     def _run_isolated(self, subject: Subject, cell: str) -> CellResult:
         if self._pool is None:
@@ -145,10 +145,12 @@ class CellExecutor:
         if why is not None:  # the machine's limit, never a verdict on the kernel
             from triton_conformance.conformance.search.discards import DEVICE_MEMORY, REASONS
 
+            bound = getattr(self._pool, "memory_bound", None)
+            inside = f", inside its memory bound: {bound['describe']}" if bound else ""
             return CellResult.of(subject, cell, "skipped", f"{REASONS[DEVICE_MEMORY].skips}: the worker process died "
-                                 f"out of memory ({why})",
+                                 f"out of memory ({why}{inside})",
                                  details={"skip_code": f"discard:{DEVICE_MEMORY}", REASONS[DEVICE_MEMORY].detail: 1,
-                                          "example": last_spec})
+                                          "example": last_spec, "memory_bound": bound})
         outcome, kind = {"died": ("crash", "process-died"), "timeout": ("timeout", "timeout")}[status]
         return self._lost_cell(subject, cell, Finding(outcome, kind, str(value)), last_spec)
 

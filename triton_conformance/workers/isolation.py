@@ -71,7 +71,7 @@ _COMMAND = (sys.executable, "-m", "triton_conformance.workers.worker")
 
 class _Worker:
     def __init__(self, device: str, modules: list[str], env: dict[str, str], prefix: tuple[str, ...] = (),
-                 compat: tuple[str, ...] | None = None):
+                 compat: tuple[str, ...] | None = None, memory: str | int | None = None):
         self._stderr = tempfile.TemporaryFile()
         self._fifo_dir: str | None = None
         self._start_error: str | None = None
@@ -88,8 +88,9 @@ class _Worker:
             os.close(from_child_w)
         if self._start_error is None:
             send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules,
-                                  "compat_shims": compat})
+                                  "compat_shims": compat, "memory": memory})
         self.ready = False
+        self.memory_bound: dict | None = None  # the bound the worker applied, as it said once started
 
     def _spawn_through_fifos(self, prefix: tuple[str, ...], env: dict[str, str]) -> None:
         """Start ``prefix + worker`` talking over named pipes: a wrapper such as compute-sanitizer
@@ -136,7 +137,7 @@ class _Worker:
             return self._death()
         if reply.get("type") != "ready":
             return f"worker process failed to start: {reply.get('error', reply)}"
-        self.ready = True
+        self.ready, self.memory_bound = True, reply.get("memory_bound")
         return None
 
     def stderr_tail(self, limit: int = 3000) -> str:
@@ -221,13 +222,18 @@ class WorkerPool:
       through ``CUDA_VISIBLE_DEVICES`` is the worker's GPU too);
     - ``prefix``: a callable giving the command that wraps each new worker
       (``compute-sanitizer ...``), or None;
-    - ``compat``: the interpreter compatibility layer's shims each worker installs (None: all).
+    - ``compat``: the interpreter compatibility layer's shims each worker installs (None: all);
+    - ``memory``: each worker's memory bound (:attr:`RunConfig.worker_memory`; None: no bound).
+      ``memory_bound`` is the last worker's, as it applied it (a dict), or None.
     """
 
     def __init__(self, device: str, *, env: dict[str, str] | None = None,
-                 prefix: Callable[[], tuple[str, ...]] | None = None, compat: tuple[str, ...] | None = None):
+                 prefix: Callable[[], tuple[str, ...]] | None = None, compat: tuple[str, ...] | None = None,
+                 memory: str | int | None = None):
         self.device = device
         self.compat = compat
+        self.memory = memory
+        self.memory_bound: dict | None = None
         self.env = dict(os.environ if env is None else env)
         self.modules: list[str] = []
         self._prefix = prefix
@@ -240,12 +246,13 @@ class WorkerPool:
                 self._worker.close()
                 self.restarts += 1
             prefix = self._prefix() if self._prefix is not None else ()
-            self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat)
+            self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat, self.memory)
         return self._worker
 
     def call(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:
         worker = self._get()
         status, value, last_spec = worker.request(message, timeout)
+        self.memory_bound = worker.memory_bound
         if status in ("died", "timeout", "poisoned"):
             worker.close()
             self._worker = None

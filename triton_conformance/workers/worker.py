@@ -69,6 +69,18 @@ def _flight_recorder(outbox: int, backend):  # noqa: ANN001, ANN202
     return FlightRecorder()
 
 
+def _bound_memory(setting, device: str):  # noqa: ANN001, ANN202
+    """Bound what this worker may allocate from now on (see :mod:`~.conformance.memory_bound`): start-up
+    (torch, triton, probes) is neither charged to a cell nor counted in the bound."""
+    from triton_conformance.conformance import memory_bound
+
+    # The workers of one run share the host: xdist tells each how many there are.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    bound = memory_bound.bound_for(setting, device, workers=workers)
+    memory_bound.apply(bound)
+    return bound
+
+
 def main(argv: list[str]) -> int:
     inbox, outbox = open_channels(argv)
     init = receive(inbox)
@@ -89,7 +101,8 @@ def main(argv: list[str]) -> int:
     for module in init["modules"]:
         importlib.import_module(module)
     backend = current_backend(device)
-    send(outbox, {"type": "ready"})  # start-up (torch, triton, probes) is not charged to a cell
+    bound = _bound_memory(init.get("memory"), device)
+    send(outbox, {"type": "ready", "memory_bound": None if bound is None else bound.to_dict()})
     while True:
         request = receive(inbox)
         if request is None:

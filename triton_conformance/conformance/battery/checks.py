@@ -26,7 +26,7 @@ import torch
 from triton_conformance.conformance.battery.memory import flat_bytes, unwritten_elements
 from triton_conformance.model.outcomes import Finding
 
-__all__ = ["Run", "differing_outputs", "memory_findings", "outputs_differ", "repeat_findings", "FIRST", "OTHER"]
+__all__ = ["Run", "descriptor_finding", "differing_outputs", "memory_findings", "outputs_differ", "repeat_findings", "FIRST", "OTHER"]
 
 # The two sentinels and poisons an example is run with: (input sentinel, output poison variant).
 FIRST = ("nan", 0)
@@ -47,6 +47,7 @@ class Run:
     raw: Any = None
     before: dict[str, torch.Tensor] | None = None
     built: Any = None  # the inputs it ran on (strategies' BuiltInputs)
+    descriptors: list = field(default_factory=list)  # the rule-breaking descriptors it built (DescriptorUse)
 
     def holes(self, i: int) -> torch.Tensor | None:
         """Poison left in output ``i``, or None if the suite did not allocate it."""
@@ -106,6 +107,20 @@ def memory_findings(built: Any, run: Run, other: Run | None = None, *, inplace: 
             findings.append(Finding("unsafe", "unwritten", f"{label}: {int(holes.sum())} of {out.numel()} elements "
                                     f"never written; first at {first}", details))
     return findings
+
+
+def descriptor_finding(run: Run) -> Finding | None:
+    """The run's first descriptor that breaks the hardware's rules, as an ``unsafe`` finding naming the input
+    it was built on and the rule: on the GPU a fault or garbage, whatever triton's asserts did here."""
+    if not run.descriptors:
+        return None
+    use = run.descriptors[0]
+    on = [n for n, b in (run.built.buffers.items() if run.built is not None else ())
+          if b.data_ptr() <= use.address < b.data_ptr() + b.numel() * b.element_size()]
+    what = f"input {on[0]!r}: " if on else ""
+    return Finding("unsafe", "misaligned-descriptor", f"{what}{use.describe()}",
+                   {"descriptor": use.to_dict(), "input": on[0] if on else None,
+                    "descriptors": len(run.descriptors)})
 
 
 def outputs_differ(a: Run, b: Run) -> bool:

@@ -16,9 +16,11 @@ from triton_conformance.conformance.battery.checks import (
     FIRST,
     OTHER,
     Run,
+    descriptor_finding,
     memory_findings,
     repeat_findings,
 )
+from triton_conformance.compat.descriptors import recording as descriptors_recorded
 from triton_conformance.conformance.battery.launching import launch, outputs_of
 from triton_conformance.conformance.battery.memory import guarded_allocations
 from triton_conformance.conformance.expectation import (
@@ -48,14 +50,15 @@ def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Any, varian
     # The oracle judges an in-place input's final contents from what it held before the call.
     before = {n: built.views[n].clone() for n in subject.contract.inplace}
     allowance.call_started()  # its part of the example's share of interpreted work
-    with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations:
+    with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations, \
+            descriptors_recorded() as descriptors:
         try:
             # A torch-seeded stochastic subject gets the example's seed, the same for every call of it.
             raw = launch(subject, built.views, spec.scalars, seed=spec.seed, dims=spec.dims)
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
-            return Run(None, exc, allocations, before=before, built=built)
+            return Run(None, exc, allocations, before=before, built=built, descriptors=descriptors)
     backend.synchronize()
-    return Run(outputs_of(subject, raw, built.views), None, allocations, raw, before, built)
+    return Run(outputs_of(subject, raw, built.views), None, allocations, raw, before, built, descriptors)
 
 
 def call_example(subject: Subject, spec: Spec, backend: Any, allowance: Allowance, sentinel: str = FIRST[0],
@@ -91,6 +94,9 @@ def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None 
     first = run(*FIRST)
     built = first.built
     outside = expect.kind == "reject"
+    misaligned = descriptor_finding(first)
+    if misaligned is not None:  # the GPU faults or reads garbage, whether or not triton's asserts refused here
+        return _accepted_outside(misaligned, expect) if outside else misaligned
     if first.error is not None:
         if expect.kind in ("reject", "either"):
             refusal = rejection(first.error)
@@ -130,9 +136,14 @@ def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None 
     if found is None:
         return (EXAMPLE_UNJUDGED if unjudged else EXAMPLE_ACCEPTED) if outside else EXAMPLE_HONOURED
     if outside:  # the real bug: garbage, or memory misbehaviour, for an input its callers can easily pass
-        return Finding(found.outcome, found.kind, f"{_outside(expect)}, accepted by the launcher: {found.message}",
-                       {**found.details, "outside_contract": list(expect.reasons)})
+        return _accepted_outside(found, expect)
     return found
+
+
+def _accepted_outside(found: Finding, expect: Any) -> Finding:
+    """``found`` on an input outside the contract that the launcher took: said so, with why it is outside."""
+    return Finding(found.outcome, found.kind, f"{_outside(expect)}, accepted by the launcher: {found.message}",
+                   {**found.details, "outside_contract": list(expect.reasons)})
 
 
 def _outside(expect: Any) -> str:

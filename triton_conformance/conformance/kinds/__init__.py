@@ -20,6 +20,7 @@ from triton_conformance.conformance.kinds.base import (
     subject_scopes,
     unregister_kind,
 )
+from triton_conformance.conformance.kinds.descriptors import DescriptorCells
 from triton_conformance.conformance.kinds.gradients import GradientCells
 from triton_conformance.conformance.kinds.large_index import LargeIndexCell
 from triton_conformance.conformance.kinds.performance import PerformanceCell
@@ -39,7 +40,7 @@ __all__ = ["CellContext", "CellKind", "SearchedKind", "catalogue", "cells_for", 
            "register_kind", "registered_kinds", "stochastic_plan", "subject_scopes", "unregister_kind"]
 
 # The built-in kinds, in the matrix's order (a kind sharing a dimension follows its classes).
-for _kind in (LayoutCells, DtypeCells, ShapeCells, LargeIndexCell, ValueCells, MaskCells, MemoryCell,
+for _kind in (LayoutCells, DescriptorCells, DtypeCells, ShapeCells, LargeIndexCell, ValueCells, MaskCells, MemoryCell,
               DeterminismCell, StochasticCells, PerformanceCell, GradientCells,
               AutotuneCells):
     register_kind(_kind)

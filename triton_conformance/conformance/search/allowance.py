@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from triton_conformance.conformance import memory_bound
 from triton_conformance.conformance.search.discards import (
     DEVICE_MEMORY,
     OVER_MEMORY,
@@ -56,12 +57,20 @@ class OutOfMemory(ExampleDiscarded):
     """
 
     def __init__(self, where: str, exc: BaseException):
-        super().__init__(DEVICE_MEMORY, f"out of memory {where}: {type(exc).__name__}: {str(exc)[:300]}")
+        bound = memory_bound.current()
+        inside = f" (inside the worker's memory bound: {bound.describe()})" if bound is not None else ""
+        super().__init__(DEVICE_MEMORY, f"out of memory {where}{inside}: {type(exc).__name__}: {str(exc)[:300]}")
         self.where = where
+
+
+# What torch's CPU allocator raises (a plain RuntimeError) when the host, or the worker's bound, refuses.
+_CPU_ALLOCATOR_REFUSED = "DefaultCPUAllocator: can't allocate memory"
 
 
 def out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` says the device or the host ran out of memory (not Triton's out-of-resources)."""
+    if isinstance(exc, RuntimeError) and _CPU_ALLOCATOR_REFUSED in str(exc):
+        return True
     return isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError)))
 
 

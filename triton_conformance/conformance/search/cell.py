@@ -19,9 +19,10 @@ from triton_conformance.conformance.expectation import (
     EXAMPLE_REJECTED_UNEXPLAINED,
     EXAMPLE_UNJUDGED,
 )
+from triton_conformance.conformance import memory_bound
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
 from triton_conformance.conformance.search.allowance import gib
-from triton_conformance.conformance.search.discards import OVER_MEMORY, REASONS
+from triton_conformance.conformance.search.discards import DEVICE_MEMORY, OVER_MEMORY, REASONS
 from triton_conformance.conformance.search.engine import Draw, ExampleRunner, SearchOutcome, search
 from triton_conformance.conformance.search.shrink import Shrunk, second_search, shrink
 from triton_conformance.model.outcomes import CellResult
@@ -78,6 +79,9 @@ def _discard_words(context: Any) -> list[str]:
             words.append(f"{n} discarded {REASONS[name].says} ({gib(allowance.memory_cap)})")
         elif name == "compile-budget":
             words.append(f"{n} discarded {REASONS[name].says} ({allowance.compile_budget})")
+        elif name == DEVICE_MEMORY and memory_bound.current() is not None:
+            words.append(f"{n} discarded {REASONS[name].says} (inside the worker's memory bound: "
+                         f"{memory_bound.current().describe()})")
         else:
             words.append(f"{n} discarded {REASONS[name].says}")
     return words

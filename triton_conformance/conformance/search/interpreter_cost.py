@@ -99,6 +99,7 @@ class CostMeter:
     done: int = 0  # its programs started so far
     launch_start: int = 0
     kernel: str = ""
+    launches: int = 0  # Triton launches the cell made (none: the launcher took a non-Triton path)
 
     def __post_init__(self) -> None:
         self.start_example()
@@ -151,6 +152,7 @@ class CostMeter:
     def launch(self, programs: int, kernel: str) -> None:
         self._close_launch()
         self.programs, self.done, self.kernel = programs, 0, kernel
+        self.launches += 1
         self.charge(LAUNCH_COST)
         self.launch_start = self.spent
 

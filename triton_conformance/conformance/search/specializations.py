@@ -30,14 +30,12 @@ from typing import Any
 
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.model.contract import Contract
+from triton_conformance.model.inputs import DTYPE_BYTES
 from triton_conformance.model.spec import Spec, strides_for
 from triton_conformance.strategies import specialization_class
 
 __all__ = ["signature", "ClassBook", "BOOK", "steer", "size_class", "nearest_in_class", "in_compiled_class",
            "counted", "book_name"]
-
-_ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
-             "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
 def _block(n: int) -> int:
@@ -58,7 +56,7 @@ def signature(contract: Contract, spec: Spec) -> tuple:
         shape = tuple(spec.dims[s] for s in decl.shape)
         strides, offset, _ = strides_for(shape, spec.layout(name))
         dtype = spec.dtypes.get(name, "")
-        aligned = (offset * _ITEMSIZE.get(dtype, 4)) % 16 == 0
+        aligned = (offset * DTYPE_BYTES.get(dtype, 4)) % 16 == 0
         tensors.append((name, dtype, aligned, tuple(specialization_class(s) if s else "0" for s in strides)))
     for name in sorted(set(spec.layouts) - set(contract.inputs)):  # a grad_output: its shape is the output's
         layout = spec.layouts[name]

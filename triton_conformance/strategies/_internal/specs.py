@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from triton_conformance.model.descriptors import DESCRIPTOR_LAYOUT_CLASSES
 from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.scales import Scale
 from triton_conformance.model.contract import MASK_CLASSES, RANGED_VALUE_CLASSES, VALUE_CLASSES, Contract, Dim
 from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, Spec, layout_applies
 from triton_conformance.strategies._internal.cached import integers, nonempty_subsets, sampled_from
+from triton_conformance.strategies._internal.descriptor_layouts import (
+    breaks_descriptor_rules,
+    descriptor_inputs,
+    descriptor_layouts,
+)
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.related import (
     break_relation,
@@ -318,6 +324,7 @@ def specs(
     max_elements: int | None = None,
     max_outer: int = DEFAULT_MAX_OUTER,
     palette: bool = False,
+    descriptor: str | None = None,
 ) -> st.SearchStrategy[Spec]:
     """Returns a strategy for :class:`Spec` examples of ``contract``.
 
@@ -343,13 +350,20 @@ def specs(
       outer dim past 4096, the other dims then taking what the budget leaves);
     - ``palette``: draw sizes from :func:`palette_sizes`, a few per Triton
       specialization class, so that on a compiling back end (CUDA) repeated
-      examples reuse kernels instead of compiling one per example.
+      examples reuse kernels instead of compiling one per example;
+    - ``descriptor``: a class of ``DESCRIPTOR_LAYOUT_CLASSES`` (instead of ``layout``): some of the inputs
+      read through a tensor descriptor laid out to break that class's rule, and only specs where it does.
 
     Shrinks towards small dims, the first dtype, mild layouts and seed 0.
     """
     if layout is not None:
         check_one_of("specs", "layout", layout, LAYOUT_DRAWS)
     check_one_of("specs", "shape", shape, SHAPE_CLASSES)
+    if descriptor is not None:
+        check_one_of("specs", "descriptor", descriptor, DESCRIPTOR_LAYOUT_CLASSES)
+        if layout is not None or not descriptor_inputs(contract, descriptor):
+            raise InvalidArgument(f"specs: descriptor={descriptor!r}, expected layout=None and an input declared "
+                                  f"descriptor=True that the class applies to; layout={layout!r}")
     if shape == "wide-outer" and not outer_dims(contract):
         raise InvalidArgument(f"specs: shape='wide-outer', expected a contract with a dim other than the widest "
                               f"whose range reaches {WIDE_OUTER_FROM}; dims={dict(contract.dims)!r}")
@@ -383,11 +397,14 @@ def specs(
         return Spec(
             dims=dims,
             dtypes=_pick_dtype(contract, draw(drawn_dtype)),
-            layouts=draw(_layouts(contract, layout, mask_class)),
+            layouts=draw(descriptor_layouts(contract, descriptor) if descriptor is not None
+                         else _layouts(contract, layout, mask_class)),
             scalars=draw(scalars),
             values=values,
             mask=mask_class,
             seed=draw(_SEEDS),
         )
 
+    if descriptor is not None:
+        return draw_spec().filter(lambda spec: breaks_descriptor_rules(contract, spec))
     return draw_spec()

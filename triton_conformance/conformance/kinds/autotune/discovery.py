@@ -17,7 +17,7 @@ from typing import Any, Callable
 from triton_conformance.conformance.kinds.autotune.wrappers import tuner_of
 from triton_conformance.errors import InvalidArgument, InvalidContract
 
-__all__ = ["autotuned", "reveal", "tuners_for", "AUTOTUNED_ATTR"]
+__all__ = ["autotuned", "reveal", "tuners_for", "triton_kernel_of", "AUTOTUNED_ATTR"]
 
 AUTOTUNED_ATTR = "__conformance_autotuned__"
 _FOREIGN = ("torch", "triton", "numpy", "hypothesis", "triton_conformance", "builtins", "typing", "functools")
@@ -53,10 +53,20 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
-def reveal(target: Any, depth: int = 4) -> tuple:
+def triton_kernel_of(obj: Any) -> Any:
+    """``obj`` if it is a Triton kernel (``@triton.jit``, interpreted or not, an autotuner, heuristics), else None."""
+    from triton.runtime.jit import KernelInterface
+
+    return obj if isinstance(obj, KernelInterface) else None
+
+
+def reveal(target: Any, depth: int = 4, find: Callable[[Any], Any] = tuner_of) -> tuple:
     """The autotuners ``target``'s code runs: a declared ``@autotuned(...)`` list, else those found
     in its globals, closure and the user helpers it names (``depth`` calls deep; the function under a
-    ``functools.wraps`` decorator counts as the same call), in order found."""
+    ``functools.wraps`` decorator counts as the same call), in order found.
+
+    ``find``: what an object found there is, or None (default: its autotuner; ``triton_kernel_of``: any
+    Triton kernel)."""
     found: list = []
     seen: set[int] = set()
 
@@ -68,14 +78,14 @@ def reveal(target: Any, depth: int = 4) -> tuple:
         if id(obj) in seen or depth < 0:
             return
         seen.add(id(obj))
-        tuner = tuner_of(obj)
+        tuner = find(obj)
         if tuner is not None:
             add(tuner)
             return
         declared = getattr(obj, AUTOTUNED_ATTR, None) if not isinstance(obj, types.ModuleType) else None
         if isinstance(declared, tuple):
             for k in declared:
-                add(tuner_of(k))
+                add(find(k))
             return
         if isinstance(obj, (staticmethod, classmethod, types.MethodType)):
             obj = obj.__func__

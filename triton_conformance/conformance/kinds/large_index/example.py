@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +64,7 @@ from triton_conformance.conformance.kinds.large_index.plan import (
     large_index_plan,
 )
 from triton_conformance.conformance.kinds.large_index.tail_grid import OutOfBoundsAccess, tail_programs
+from triton_conformance.conformance.memory_bound import available_host_memory, reserved_mapping
 from triton_conformance.conformance.search.allowance import discarding_out_of_memory, gib, raise_if_out_of_memory
 from triton_conformance.conformance.search.discards import DEVICE_MEMORY, ExampleDiscarded
 from triton_conformance.errors import InvalidArgument
@@ -116,7 +116,7 @@ class _Arena:
         self.gap = gap or (2 * LARGE if self.reserve else LARGE) * itemsize + (1 << 20)
         self.size = tensors * (self.gap + largest_bytes + 4096) + self.gap
         if self.reserve:
-            self.map = mmap.mmap(-1, self.size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+            self.map = reserved_mapping(self.size, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
             self.buffer = torch.frombuffer(self.map, dtype=torch.uint8, count=self.size)
         else:
             self.buffer = torch.full((self.size,), _GAP_BYTE, dtype=torch.uint8, device=device)
@@ -401,11 +401,7 @@ def available_memory(device: str) -> int:
     """Bytes free now where ``device``'s tensors live: the GPU's free memory, or the host's MemAvailable."""
     if on_cuda(device):
         return int(torch.cuda.mem_get_info(torch.device(device))[0])
-    try:
-        with open("/proc/meminfo") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return available_host_memory()
 
 
 def predicted_peak(plan: LargeIndexPlan, contract: Contract, tensors: int, largest: int, itemsize: int) -> int:

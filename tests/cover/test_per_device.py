@@ -63,6 +63,16 @@ def test_the_interpreter_takes_its_own_claim_before_the_cpus():
     assert Judge(as_subject(contract), on_cuda=True).claims.accumulate == "float32"
 
 
+def test_under_pretend_cuda_the_interpreter_takes_the_cuda_claim():
+    # The launcher sees CUDA-looking tensors there and takes its CUDA (Triton) path: CUDA's claim applies.
+    subject = _subject({"cpu": "input", "cuda": "float32"})
+    pretending = Subject(name="fp16_sum", family="fp16_sum", launcher=_sum_rounding_each_term,
+                         contract=subject.contract, module=__name__, pretend_cuda=True)
+    assert Judge(subject).claims.accumulate == "input"
+    assert Judge(pretending).claims.accumulate == "float32"
+    assert subject.contract.on_device("interpreter", interpreter_path="cuda").accumulate == "float32"
+
+
 def test_a_gradient_accumulation_may_differ_by_device():
     contract = Contract(inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 8)},
                         oracle=lambda x: x * 2, backward=Backward(accumulate={"x": {"cpu": "input",

@@ -125,8 +125,10 @@ class Judge:
     @functools.cached_property
     def claims(self) -> Contract:
         """The subject's contract as it claims on this back end (its per-device claims resolved: the
-        interpreter's are ``"interpreter"``'s, else ``"cpu"``'s)."""
-        return self.subject.contract.on_device("cuda" if self.on_cuda else "interpreter")
+        interpreter's are ``"interpreter"``'s, else those of the path the launcher takes there: ``"cuda"``'s
+        under ``pretend_cuda``, ``"cpu"``'s otherwise)."""
+        path = "cuda" if self.subject.pretend_cuda else "cpu"
+        return self.subject.contract.on_device("cuda" if self.on_cuda else "interpreter", interpreter_path=path)
 
     # -- the oracle -------------------------------------------------------
     def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:

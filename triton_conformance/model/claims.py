@@ -17,8 +17,8 @@ __all__ = ["Backward", "DEVICE_KEYS", "PerDevice", "resolve_backward"]
 
 # The devices a per-device claim names.  The interpreter runs the launcher on CPU tensors, so a library
 # that dispatches on ``x.is_cuda`` takes its CPU path there: the "cpu" claim applies on the interpreter,
-# unless an "interpreter" claim says what runs there (a launcher that calls its Triton kernels for CPU
-# tensors too runs the code path "cuda" describes).
+# unless the subject declares ``pretend_cuda=True`` (its tensors then report CUDA inside the launcher, which
+# takes its CUDA path: the "cuda" claim applies), or an "interpreter" claim says what runs there.
 DEVICE_KEYS = ("cpu", "cuda", "interpreter")
 
 
@@ -38,22 +38,24 @@ class PerDevice:
                         "'cpu' and 'cuda' (the interpreter takes 'interpreter' if given, else 'cpu')")
         return cls(tuple((k, check(f"{where}[{k!r}]", v)) for k, v in mapping.items()))
 
-    def on(self, device: str) -> Any:
-        """The claim on ``device`` ("cpu", "cuda" or "interpreter")."""
+    def on(self, device: str, interpreter_path: str = "cpu") -> Any:
+        """The claim on ``device`` ("cpu", "cuda" or "interpreter"); on the interpreter, the "interpreter" claim
+        if given, else that of ``interpreter_path``, the device whose code path the launcher takes there."""
         claims = dict(self.claims)
-        if device not in DEVICE_KEYS:
-            raise ValueError(f"PerDevice.on: device={device!r}, expected one of {DEVICE_KEYS}")
+        if device not in DEVICE_KEYS or interpreter_path not in ("cpu", "cuda"):
+            raise ValueError(f"PerDevice.on: device={device!r}, interpreter_path={interpreter_path!r}, expected "
+                             f"one of {DEVICE_KEYS} and 'cpu' or 'cuda'")
         if device == "interpreter":
-            return claims.get("interpreter", claims["cpu"])
+            return claims.get("interpreter", claims[interpreter_path])
         return claims[device]
 
     def __repr__(self) -> str:
         return f"PerDevice({dict(self.claims)!r})"
 
 
-def on_device(value: Any, device: str) -> Any:
+def on_device(value: Any, device: str, interpreter_path: str = "cpu") -> Any:
     """``value`` as it applies on ``device``: a :class:`PerDevice` claim resolved, anything else as it is."""
-    return value.on(device) if isinstance(value, PerDevice) else value
+    return value.on(device, interpreter_path) if isinstance(value, PerDevice) else value
 
 
 def _accumulate_value(where: str, acc: Any) -> str | dict[str, str]:

@@ -203,17 +203,19 @@ class Contract:
         elif not isinstance(tol, PerDevice):
             check("tolerance", tol)
 
-    def on_device(self, device: str) -> "Contract":
+    def on_device(self, device: str, interpreter_path: str = "cpu") -> "Contract":
         """This contract as it claims on ``device`` ("cpu", "cuda" or "interpreter"): each per-device claim
-        (``tolerance``, ``accumulate``, ``Backward.accumulate``) replaced by the one for that device."""
+        (``tolerance``, ``accumulate``, ``Backward.accumulate``) replaced by the one for that device.  On the
+        interpreter: the "interpreter" claim, else ``interpreter_path``'s (the path the launcher takes there)."""
         backward = self.backward
         claims = [self.tolerance, self.accumulate, *(backward.accumulate.values() if backward else ())]
         if not any(isinstance(c, PerDevice) for c in claims):
             return self  # nothing differs by device
         if backward is not None:
-            backward = replace(backward, accumulate={n: on_device(v, device) for n, v in backward.accumulate.items()})
-        return replace(self, tolerance=on_device(self.tolerance, device),
-                       accumulate=on_device(self.accumulate, device), backward=backward)
+            backward = replace(backward, accumulate={n: on_device(v, device, interpreter_path)
+                                                     for n, v in backward.accumulate.items()})
+        return replace(self, tolerance=on_device(self.tolerance, device, interpreter_path),
+                       accumulate=on_device(self.accumulate, device, interpreter_path), backward=backward)
 
     def _check_inplace(self) -> None:
         inplace = (self.inplace,) if isinstance(self.inplace, str) else tuple(self.inplace)

@@ -131,7 +131,8 @@ def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
     - ``deterministic``: claim bitwise-identical output for identical input.
     - ``reduces``: the dim symbol summed over, which scales the tolerance.
     - ``tolerance``: a ``Tolerance(...)`` overriding the derived bound, or one per device
-      ({"cpu": ..., "cuda": ...}; the interpreter takes "interpreter"'s if given, else "cpu"'s).
+      ({"cpu": ..., "cuda": ...}; the interpreter takes "interpreter"'s if given, else "cpu"'s, or
+      "cuda"'s under ``pretend_cuda``).
     - ``values``: adversarial value classes claimed (huge, inf, nan, denormal, ties); a string
       names one class.
     - ``accumulate``: the dtype the kernel accumulates in (default float32), ``"input"``, or

@@ -45,6 +45,9 @@ def source_bounds(contract: Contract, sym: str, out: dict[str, int], lo: int, ca
             least = math.prod(max(out.get(f, dims[f].min), 1) for f in others)
             most = math.prod(out.get(f, dims[f].max) for f in others)
             cap = min(cap, top // least)
+            if any(f not in out for f in others):  # not the last: [floor, top] must hold a multiple of the rest
+                drawn = math.prod(max(out[f], 1) for f in others if f in out)
+                cap = min(cap, max(1, (top - floor + 1) // drawn))
             if most:
                 lo = max(lo, -(-floor // most))
         else:  # a divisor: [floor, top] holds a multiple of any divisor up to its length

@@ -127,7 +127,7 @@ class Judge:
         """The subject's contract as it claims on this back end (its per-device claims resolved: the
         interpreter's are ``"interpreter"``'s, else those of the path the launcher takes there: ``"cuda"``'s
         under ``pretend_cuda``, ``"cpu"``'s otherwise)."""
-        path = "cuda" if self.subject.pretend_cuda else "cpu"
+        path = "cuda" if getattr(self.subject, "pretend_cuda", False) else "cpu"  # tests judge bare stand-ins
         return self.subject.contract.on_device("cuda" if self.on_cuda else "interpreter", interpreter_path=path)
 
     # -- the oracle -------------------------------------------------------

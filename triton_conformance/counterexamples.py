@@ -35,7 +35,7 @@ def _subject(name: str, module: str | None) -> Subject:
         importlib.import_module(module)
     try:
         return get_subject(name)
-    except (KeyError, LookupError, ValueError) as exc:
+    except KeyError as exc:
         raise InvalidArgument(f"counterexample_inputs: subject={name!r} is not declared in this process "
                               f"({exc}); expected module= naming the module that declares it") from None
 

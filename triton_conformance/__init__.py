@@ -7,7 +7,9 @@ The public API, and only it:
   ``Performance``), the stochastic models (``Dropout``, ``StochasticRounding``, and
   ``StochasticModel`` to write one), and :func:`get_subject`;
 - what a declaration gives: the ``Subject`` and its ``Contract`` (which a cell kind is handed);
-- the errors a declaration or a configuration raises.
+- the errors a declaration or a configuration raises;
+- :func:`counterexample_inputs`: a stored finding's exact tensors, scalars and grad_output (served lazily from
+  :mod:`.counterexamples`: it imports torch).
 
 Importing this package (and its pytest plugin) imports neither torch nor triton;
 they are loaded when the battery runs.  The package is a leaf every layer
@@ -23,7 +25,16 @@ from triton_conformance import model
 from triton_conformance.errors import ConformanceUsageError, InvalidArgument, InvalidContract, StillFails
 from triton_conformance.model import *  # noqa: F403 - the declaration API, listed once in model.__all__
 
-__version__ = "0.1.0"
+from triton_conformance.version import __version__  # noqa: F401 - the one place it is written
 
 __all__ = sorted([*model.__all__, "ConformanceUsageError", "InvalidArgument", "InvalidContract", "StillFails",
-                  "__version__"])
+                  "__version__", "counterexample_inputs"])
+
+
+def __getattr__(name: str):
+    # counterexample_inputs builds tensors; import torch (and the engine) only when it is asked for.
+    if name == "counterexample_inputs":
+        from triton_conformance.counterexamples import counterexample_inputs
+
+        return counterexample_inputs
+    raise AttributeError(f"module 'triton_conformance' has no attribute {name!r}")

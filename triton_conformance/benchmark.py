@@ -96,7 +96,7 @@ def _launch(subject: Any, spec: Any, backend: Any) -> Any:
     views = build_inputs(subject.contract, spec, device=backend.device).views
 
     def call() -> Any:
-        out = subject.launcher(**views, **spec.scalars)
+        out = subject.launcher(**views, **spec.scalars, **subject.contract.keyword_values(spec.dims))
         backend.synchronize()  # pytest-benchmark times on the host: wait for the kernel
         return out
 

@@ -161,6 +161,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     replay.add_argument("results", help="a results JSON written by a run")
     replay.add_argument("cell", metavar="SUBJECT[CELL]", help="the cell, as the matrix names it: add[shape:tiny]")
+    replay.add_argument("--dump", metavar="FILE", help="also torch.save the example's inputs, scalars and "
+                        "grad_outputs (a dict with its spec) to FILE, as counterexample_inputs() builds them")
     return parser
 
 
@@ -403,7 +405,8 @@ def _replay(args: argparse.Namespace) -> int:
           + (f", compat shims {', '.join(shims)}" if shims else ""), file=sys.stderr, flush=True)
     sys.stdout.flush()
     # -c puts the current directory first on sys.path, as the reproducer expects (run from the project root).
-    child = [sys.executable, "-c", REPLAY_CHILD, str(env.get("device") or "interpreter"), json.dumps(shims), script]
+    child = [sys.executable, "-c", REPLAY_CHILD, str(env.get("device") or "interpreter"), json.dumps(shims), script,
+             *([args.dump] if args.dump else [])]
     code = subprocess.run(child).returncode
     if code < 0:  # killed by a signal, as a kernel that corrupts memory does: the failure is there
         print(f"triton-conformance replay: the reproducer's process was killed by signal {-code}, as a crashing "

@@ -35,14 +35,17 @@ REPLAY_CHILD = ("import sys; from triton_conformance.replaying import replay_chi
 
 def replay_child(argv: list[str]) -> int:
     """The child process of ``replay``: ``argv`` is the run's device, its compat shims (JSON: a list, or null
-    where the results do not say) and the reproducer.  Sets up the back end as the run had it, runs the
+    where the results do not say), the reproducer and, for ``--dump``, the file to save the example's tensors
+    in (:func:`~.conformance.replay.dumping_to`).  Sets up the back end as the run had it, runs the
     canaries, then the reproducer: 0 honoured, 1 it still fails (:class:`~.errors.StillFails`), 7 it could
     not run (any other exception), 4 a canary failed (the environment cannot run kernels)."""
+    import contextlib
     import traceback
 
     from triton_conformance.errors import StillFails
 
     device, shims, script = argv[0], json.loads(argv[1]), argv[2]
+    dump = argv[3] if len(argv) > 3 else None
     try:
         from triton_conformance.conformance.backend import select_device
 
@@ -63,7 +66,10 @@ def replay_child(argv: list[str]) -> int:
         print(f"triton-conformance replay: {broken}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        exec(compile(script, "<reproducer>", "exec"), {"__name__": "__main__"})  # noqa: S102 - our own snippet
+        from triton_conformance.conformance.replay import dumping_to
+
+        with dumping_to(dump) if dump else contextlib.nullcontext():
+            exec(compile(script, "<reproducer>", "exec"), {"__name__": "__main__"})  # noqa: S102 - our own snippet
     except StillFails:
         traceback.print_exc()
         return EXIT_FAILED

@@ -18,7 +18,7 @@ import triton_conformance
 
 SUBPACKAGES = {
     # name: names in __all__ served lazily by the package's __getattr__ (they import torch)
-    "triton_conformance": set(),
+    "triton_conformance": {"counterexample_inputs"},
     "triton_conformance.model": set(),
     "triton_conformance.strategies": {"build_inputs"},
     "triton_conformance.oracles": {"compare"},
@@ -73,8 +73,11 @@ def test_the_top_level_package_exports_the_declaration_api_only():
     from triton_conformance import errors, model
 
     declaration = {"subject", "register", "get_subject", "Subject", "Contract", "Tensor", "Mask", "Dim", "Scalar",
-                   "Tolerance", "Backward", "Performance", "Dropout", "StochasticRounding", "StochasticModel"}
-    assert set(triton_conformance.__all__) == declaration | set(errors.__all__) | {"__version__"}
+                   "Tolerance", "Backward", "Performance", "Dropout", "StochasticRounding", "StochasticModel",
+                   "Product", "Divisible"}
+    # and counterexample_inputs, served lazily (tests/cover/test_counterexamples.py)
+    assert set(triton_conformance.__all__) == declaration | set(errors.__all__) | {"__version__",
+                                                                                  "counterexample_inputs"}
     for attr in declaration:
         assert getattr(triton_conformance, attr) is getattr(model, attr)
     for attr in errors.__all__:

@@ -26,6 +26,6 @@ def kernels():
     from triton_conformance.model.subject import registry
 
     for name in ("vector_add", "softmax", "gemv", "attention", "flash_attention", "layer_norm", "matmul", "dropout",
-                 "stochastic_rounding", "fp8_quant", "fp8_matmul", "tma_matmul", "adamw"):
+                 "stochastic_rounding", "fp8_quant", "fp8_matmul", "tma_matmul", "adamw", "group_norm"):
         importlib.import_module(f"kernels_under_test.{name}")
     return registry

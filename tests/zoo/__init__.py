@@ -40,6 +40,7 @@ MODULES = (
     "zoo_cuda_dispatch",
     "zoo_adamw",
     "zoo_precision",
+    "zoo_group_norm",
 )
 
 

@@ -163,7 +163,7 @@ def _canaries(backend: Any) -> list[tuple[str, Callable[[], str | None]]]:
         return expect(out, x + 1)
 
     checks = [("loop", loop), ("reduction", reduction), ("scalar", scalar), ("bf16", bf16)]
-    from triton_conformance import compat
+    import triton_conformance.compat as compat
 
     if backend.compiles or "autotune" in compat.installed():  # the bare interpreter has no driver to tune with
         checks.append(("autotune", autotune))

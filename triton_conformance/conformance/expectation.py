@@ -1,6 +1,6 @@
 """What one example must do: be honoured, be rejected, or either.
 
-An example lies inside the contract when every dim is in its range, every
+An example lies inside the contract when every dim is in its range, its dims keep every relation, every
 input's dtype is claimed, every layout is claimed, and a fully masked row
 meets a policy other than ``reject``.  A "contiguous" claim means what
 torch's ``is_contiguous()`` means: row-major strides, wherever the view
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from triton_conformance.model.contract import Contract
+from triton_conformance.model.relations import broken_relations
 from triton_conformance.model.spec import Layout, Spec, strides_for
 
 __all__ = ["Expectation", "expectation", "actual_layout", "EXAMPLE_HONOURED", "EXAMPLE_REJECTED",
@@ -72,6 +73,7 @@ def expectation(contract: Contract, spec: Spec) -> Expectation:
         d = contract.dims[sym]
         if not d.admits(n):
             breaches.append(f"dim {sym}={n} outside [{d.min}, {d.max}]")
+    breaches += [f"dims break the relation {why}" for why in broken_relations(contract.relations, spec.dims)]
     for name, decl in contract.inputs.items():
         dtype = spec.dtypes[name]
         if dtype not in decl.dtypes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from triton_conformance import compat
+import triton_conformance.compat as compat
 from triton_conformance.compat import DEFAULT_TARGET, TargetDevice
 
 __all__ = ["install_compat"]

@@ -25,6 +25,7 @@ import torch
 from triton_conformance.conformance.rejections import OracleError, as_tuple, clean_rejection, exception_text, rejection
 from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
+from triton_conformance.model.contract import Contract
 from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
@@ -78,6 +79,14 @@ class Judge:
     on_cuda: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     worst: WorstErrors = field(default_factory=WorstErrors, compare=False, repr=False)
+
+    @functools.cached_property
+    def claims(self) -> Contract:
+        """The subject's contract as it claims on this back end (its per-device claims resolved: the
+        interpreter's are ``"interpreter"``'s, else those of the path the launcher takes there: ``"cuda"``'s
+        under ``pretend_cuda``, ``"cpu"``'s otherwise)."""
+        path = "cuda" if getattr(self.subject, "pretend_cuda", False) else "cpu"  # tests judge bare stand-ins
+        return self.subject.contract.on_device("cuda" if self.on_cuda else "interpreter", interpreter_path=path)
 
     # -- the oracle -------------------------------------------------------
     def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,7 +148,7 @@ class Judge:
         ``accumulate``: the terms summed into each element and the dtype they are
         summed in, where they are not the contract's (a gradient's own).
         """
-        contract = self.subject.contract
+        contract = self.claims
         out_dtype = str(out.dtype).replace("torch.", "")
         if reduction is None:
             reduction = dims.get(contract.reduces, 1) if contract.reduces else 1
@@ -179,6 +188,7 @@ class Judge:
         ``where`` qualifies output names in messages (``"last 3 rows of "``).
         """
         contract = self.subject.contract
+        scalars = {**scalars, **contract.keyword_values(dims)}  # the dims a relation hands over by keyword
         refs = self.oracle(inputs, scalars)
         if len(refs) != len(outputs):
             return Finding("wrong", "bad-output", f"launcher returned {len(outputs)} outputs, oracle {len(refs)}")
@@ -263,6 +273,7 @@ class Judge:
         grad_output = gos[0] if list(gos) == [0] else gos
         contract = self.subject.contract
         backward = contract.backward
+        scalars = {**scalars, **contract.keyword_values(dims)}  # the dims a relation hands over by keyword
         refs = self.oracle_gradients(inputs, grad_output, scalars)
         scales: dict[str, Any] = {}
         if backward.error_scale is not None:
@@ -283,7 +294,7 @@ class Judge:
                 scale = scale.abs().to(torch.float64)
             reduction = contract.grad_reduction(name, dims)
             bound = self.bound(dims, dtypes, grad, ref, scale, reduction=reduction,
-                               accumulate=contract.grad_accumulation(name, dtypes))
+                               accumulate=self.claims.grad_accumulation(name, dtypes))
             at_input = functools.partial(self.bound, dims, dtypes, grad, ref, scale, reduction=reduction,
                                          accumulate=self.input_dtype(dtypes))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance import compat
+import triton_conformance.compat as compat
 
 __all__ = ["compat_prelude"]
 

@@ -1,6 +1,7 @@
 """The plain-data model at the bottom of triton-conformance: no torch, no Hypothesis.
 
-- :mod:`.contract`: what a subject claims (``Dim``, ``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``, ``Contract``);
+- :mod:`.contract`: what a subject claims (``Dim``, ``Tensor``, ``Mask``, ``Scalar``, ``Tolerance``, ``Contract``),
+  with :mod:`.claims` (``Backward``, per-device claims) and :mod:`.relations` (``Product``, ``Divisible``);
 - :mod:`.stochastic`: models of random outputs (``Dropout``, ``StochasticRounding``);
 - :mod:`.performance`: performance contracts;
 - :mod:`.subject`: subjects and their registry;
@@ -13,6 +14,7 @@ Every layer above imports this one; it imports none of them.
 """
 
 from triton_conformance.model.contract import Backward, Contract, Dim, Mask, Scalar, Tensor, Tolerance
+from triton_conformance.model.relations import Divisible, Product
 from triton_conformance.model.performance import Performance
 from triton_conformance.model.stochastic import Dropout, StochasticModel, StochasticRounding
 from triton_conformance.model.subject import Subject, get_subject, register, subject
@@ -24,9 +26,11 @@ __all__ = [
     "Backward",
     "Contract",
     "Dim",
+    "Divisible",
     "Dropout",
     "Mask",
     "Performance",
+    "Product",
     "Scalar",
     "StochasticModel",
     "StochasticRounding",

@@ -10,25 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from triton_conformance.model.inputs import ACCUMULATE_INPUT, FLOAT_DTYPES, _fail
+from triton_conformance.model.claims import accumulate_value
+from triton_conformance.model.inputs import FLOAT_DTYPES, _fail
 
-__all__ = ["Backward", "accumulate_value", "resolve_backward"]
-
-
-def accumulate_value(where: str, acc: Any) -> str | dict[str, str]:
-    """A validated accumulation declaration (``Contract.accumulate``, ``Backward.accumulate[...]``)."""
-    expected = (f"a float dtype {FLOAT_DTYPES}, {ACCUMULATE_INPUT!r} (the input dtype), or a mapping "
-                "from input dtype to accumulation dtype such as {'float16': 'float16', 'float32': 'float32'}")
-    if isinstance(acc, Mapping):
-        for k, v in acc.items():
-            if k not in FLOAT_DTYPES:
-                raise _fail("Contract", where, k, f"input dtypes from {FLOAT_DTYPES} as keys")
-            if v not in FLOAT_DTYPES:
-                raise _fail("Contract", f"{where}[{k!r}]", v, f"an accumulation dtype from {FLOAT_DTYPES}")
-        return dict(acc)
-    if acc not in FLOAT_DTYPES + (ACCUMULATE_INPUT,):
-        raise _fail("Contract", where, acc, expected)
-    return acc
+__all__ = ["Backward", "resolve_backward"]
 
 
 @dataclass(frozen=True)

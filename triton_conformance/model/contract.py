@@ -32,7 +32,9 @@ from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
     Scalar,
     Tolerance,
 )
-from triton_conformance.model.backward import Backward, accumulate_value, resolve_backward
+from triton_conformance.model.backward import Backward, resolve_backward
+from triton_conformance.model.claims import DEVICE_KEYS, PerDevice, accumulate_value, on_device  # noqa: F401 - PerDevice re-exported
+from triton_conformance.model.relations import Divisible, Product, check_relations
 from triton_conformance.model.scales import check_scales
 from triton_conformance.model.stochastic import StochasticModel
 
@@ -52,6 +54,10 @@ __all__ = [
     "Tolerance",
     "Contract",
     "Backward",
+    "PerDevice",
+    "DEVICE_KEYS",
+    "Product",
+    "Divisible",
 ]
 
 
@@ -65,11 +71,13 @@ class Contract:
     scalars: Mapping[str, Scalar] | None = field(default_factory=dict)
     deterministic: bool = True
     reduces: str | None = None
-    tolerance: Tolerance | None = None
+    # A Tolerance, or one per device ({"cpu": Tolerance(...), "cuda": Tolerance(...)}; see claims.DEVICE_KEYS).
+    tolerance: Tolerance | Mapping[str, Tolerance | None] | None = None
     values: tuple[str, ...] = ()
     # The dtype the kernel accumulates in, which sets the tolerance: a float dtype, "input"
     # (the example's input dtype), or a mapping from input dtype to accumulation dtype
-    # ({"float16": "float16", "float32": "float32"}; dtypes it leaves out accumulate in float32).
+    # ({"float16": "float16", "float32": "float32"}; dtypes it leaves out accumulate in float32),
+    # or one of those per device ({"cpu": "input", "cuda": "float32"}; see claims.DEVICE_KEYS).
     accumulate: str | Mapping[str, str] = "float32"
     max_elements: int | None = None
     model: Any = None  # a StochasticModel: the oracle is then the deterministic part f of a random output
@@ -93,6 +101,10 @@ class Contract:
     # picked from a table at run time, a launcher in a compiled extension).  Held as given: the
     # engine checks that each is an autotuner (conformance/autotune.py::tuners_for).
     autotuned: tuple[Any, ...] = ()
+    # Relations between dims (model/relations.py): Product("C", ("G", "Cg")) for C = G x Cg,
+    # Divisible("C", by="G") for C % G == 0.  A dim in no input's shape but in a relation is handed to the
+    # launcher and the oracle by keyword (``keyword_dims``).
+    relations: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         owner = "Contract"
@@ -120,10 +132,11 @@ class Contract:
             if getattr(spec, "index_of", None) is not None and spec.index_of not in self.dims:
                 raise _fail(owner, f"inputs[{name!r}].index_of", spec.index_of,
                             f"a dim declared in dims={sorted(self.dims)}")
-        used = {s for spec in self.inputs.values() for s in spec.shape}
-        unused = sorted(set(self.dims) - used)
+        object.__setattr__(self, "relations", check_relations(self.relations, self.dims))
+        related = {s for rel in self.relations for s in (rel.dim, *rel.sources)}
+        unused = sorted(set(self.keyword_dims) - related)
         if unused:
-            raise _fail(owner, "dims", unused, "every declared dim to appear in some input's shape")
+            raise _fail(owner, "dims", unused, "every declared dim to appear in some input's shape or relation")
         if self.scalars is None:
             object.__setattr__(self, "scalars", {})
         if not isinstance(self.scalars, Mapping):
@@ -134,10 +147,13 @@ class Contract:
                 raise _fail(owner, f"scalars[{name!r}]", s, "Scalar(low, high)")
             if name in self.inputs:
                 raise _fail(owner, "scalars", name, "names distinct from the tensor inputs")
+        for sym in self.keyword_dims:
+            if sym in self.inputs or sym in self.scalars:
+                raise _fail(owner, "dims", sym, "a dim handed by keyword (in no input's shape) named apart from "
+                            "the inputs and scalars")
         if self.reduces is not None and self.reduces not in self.dims:
             raise _fail(owner, "reduces", self.reduces, f"one of dims={sorted(self.dims)}")
-        if self.tolerance is not None and not isinstance(self.tolerance, Tolerance):
-            raise _fail(owner, "tolerance", self.tolerance, "Tolerance(...) or None")
+        self._check_tolerance()
         values = (self.values,) if isinstance(self.values, str) else tuple(self.values)
         for v in values:
             if v in RANGED_VALUE_CLASSES:
@@ -168,6 +184,32 @@ class Contract:
             self._check_model()
         if self.error_scale is not None:
             self._check_callable("error_scale", self.error_scale)
+
+    def _check_tolerance(self) -> None:
+        def check(where: str, tol: Any) -> Tolerance | None:
+            if tol is not None and not isinstance(tol, Tolerance):
+                raise _fail("Contract", where, tol, "Tolerance(...), None, or {device: Tolerance(...)} per device")
+            return tol
+
+        tol = self.tolerance
+        if isinstance(tol, Mapping):
+            object.__setattr__(self, "tolerance", PerDevice.of("tolerance", tol, check))
+        elif not isinstance(tol, PerDevice):
+            check("tolerance", tol)
+
+    def on_device(self, device: str, interpreter_path: str = "cpu") -> "Contract":
+        """This contract as it claims on ``device`` ("cpu", "cuda" or "interpreter"): each per-device claim
+        (``tolerance``, ``accumulate``, ``Backward.accumulate``) replaced by the one for that device.  On the
+        interpreter: the "interpreter" claim, else ``interpreter_path``'s (the path the launcher takes there)."""
+        backward = self.backward
+        claims = [self.tolerance, self.accumulate, *(backward.accumulate.values() if backward else ())]
+        if not any(isinstance(c, PerDevice) for c in claims):
+            return self  # nothing differs by device
+        if backward is not None:
+            backward = replace(backward, accumulate={n: on_device(v, device, interpreter_path)
+                                                     for n, v in backward.accumulate.items()})
+        return replace(self, tolerance=on_device(self.tolerance, device, interpreter_path),
+                       accumulate=on_device(self.accumulate, device, interpreter_path), backward=backward)
 
     def _check_inplace(self) -> None:
         inplace = (self.inplace,) if isinstance(self.inplace, str) else tuple(self.inplace)
@@ -239,6 +281,9 @@ class Contract:
         ``accumulate``: resolve this declaration instead of the contract's own.
         """
         acc = self.accumulate if accumulate is None else accumulate
+        if isinstance(acc, PerDevice):
+            raise ValueError(f"Contract.accumulation: accumulate={acc!r} differs by device; resolve it with "
+                             "Contract.on_device(device) first")
         if isinstance(acc, str) and acc != ACCUMULATE_INPUT:
             return acc
         floats = [dtypes[n] for n in self.tensor_names if dtypes.get(n) in FLOAT_DTYPES]
@@ -271,9 +316,19 @@ class Contract:
     def _check_callable(self, name: str, fn: Callable[..., Any]) -> None:
         if not callable(fn):
             raise _fail("Contract", name, fn, "a callable taking the declared inputs by keyword")
-        check_accepts(f"Contract: {name}", fn, list(self.inputs) + list(self.scalars))
+        check_accepts(f"Contract: {name}", fn, list(self.inputs) + list(self.scalars) + list(self.keyword_dims))
 
     # -- derived views -------------------------------------------------
+    @property
+    def keyword_dims(self) -> tuple[str, ...]:
+        """The dims in no input's shape (named by a relation): the launcher and the oracle get them by keyword."""
+        used = {s for spec in self.inputs.values() for s in spec.shape}
+        return tuple(s for s in self.dims if s not in used)
+
+    def keyword_values(self, dims: Mapping[str, int]) -> dict[str, int]:
+        """The :attr:`keyword_dims` of an example's ``dims``, as the launcher and the oracle take them."""
+        return {s: dims[s] for s in self.keyword_dims if s in dims}
+
     @property
     def mask_name(self) -> str | None:
         return next((n for n, s in self.inputs.items() if s.is_mask), None)

@@ -196,7 +196,8 @@ def check_performance(contract: Contract) -> None:
                 or not math.isfinite(value):
             raise _fail(f"{name}(dims, dtypes)", value, "a positive finite number")
     if perf.baseline is not None:
-        check_accepts("Performance: baseline", perf.baseline, list(contract.inputs) + list(contract.scalars))
+        check_accepts("Performance: baseline", perf.baseline,
+                      list(contract.inputs) + list(contract.scalars) + list(contract.keyword_dims))
 
 
 def figures_line(details: Mapping[str, Any]) -> str:

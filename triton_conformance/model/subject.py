@@ -99,7 +99,7 @@ _EXPECTED = {"inputs": "a mapping of input names to Tensor(...) or Mask(...)",
 
 def _launcher_for(launcher: Any, contract: Contract, parameters: Mapping[str, str] | None) -> tuple[Any, str]:
     """The keyword callable every cell calls, and the declared object's form."""
-    names = list(contract.inputs) + list(contract.scalars)
+    names = list(contract.inputs) + list(contract.scalars) + list(contract.keyword_dims)
     form = launcher_form(launcher, parameters)
     if parameters is not None and not isinstance(parameters, Mapping):
         raise InvalidContract(f"register: parameters={parameters!r}, expected a mapping of input name -> "
@@ -130,11 +130,13 @@ def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
     - ``scalars``: name -> ``Scalar(low, high)``, passed by keyword as Python numbers.
     - ``deterministic``: claim bitwise-identical output for identical input.
     - ``reduces``: the dim symbol summed over, which scales the tolerance.
-    - ``tolerance``: a ``Tolerance(...)`` overriding the derived bound.
+    - ``tolerance``: a ``Tolerance(...)`` overriding the derived bound, or one per device
+      ({"cpu": ..., "cuda": ...}; the interpreter takes "interpreter"'s if given, else "cpu"'s, or
+      "cuda"'s under ``pretend_cuda``).
     - ``values``: adversarial value classes claimed (huge, inf, nan, denormal, ties); a string
       names one class.
     - ``accumulate``: the dtype the kernel accumulates in (default float32), ``"input"``, or
-      {input dtype: accumulation dtype}.
+      {input dtype: accumulation dtype}; or one of those per device ({"cpu": "input", "cuda": "float32"}).
     - ``max_elements``: a cost cap per input tensor for the drawn examples.
     - ``model``: a stochastic model (``Dropout(...)``, ``StochasticRounding(...)``) of a random
       output; the oracle, if any, is then its deterministic part.
@@ -158,6 +160,9 @@ def register(launcher: Callable[..., Any], /, **declaration: Any) -> Subject:
     - ``autotuned``: the ``@triton.autotune`` kernels the launcher runs (one, or a tuple),
       needed only where its code does not show them (a kernel picked from a table at run
       time, a launcher in a compiled extension); by default they are found in its code.
+    - ``relations``: relations between dims, ``Divisible("C", by="G")`` (C % G == 0) or
+      ``Product("C", ("G", "Cg"))`` (C = G x Cg); examples are built to keep them, and a dim in
+      no input's shape (``G``) is passed to the launcher and the oracle by keyword.
 
     The subject's own:
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from triton_conformance import compat
+import triton_conformance.compat as compat
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
 from triton_conformance.model.cells import cell_id
 from triton_conformance.model.config import RunConfig, on_cuda

@@ -44,7 +44,7 @@ from collections import Counter
 from importlib import metadata
 from typing import Iterable
 
-from triton_conformance import __version__
+from triton_conformance.version import __version__
 from triton_conformance.model.cells import Catalogue
 from triton_conformance.model.config import on_cuda
 from triton_conformance.model.outcomes import OUTCOMES, CellResult

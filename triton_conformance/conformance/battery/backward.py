@@ -135,7 +135,7 @@ def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant
     allowance.call_started()
     with guarded_allocations(device_override=backend.allocation_device, variant=variant):
         try:
-            raw = launch(subject, built.views, spec.scalars, seed=spec.seed)
+            raw = launch(subject, built.views, spec.scalars, seed=spec.seed, dims=spec.dims)
         except ExampleDiscarded:
             raise
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome

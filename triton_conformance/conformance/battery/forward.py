@@ -54,7 +54,7 @@ def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Any, varian
             descriptors_recorded() as descriptors:
         try:
             # A torch-seeded stochastic subject gets the example's seed, the same for every call of it.
-            raw = launch(subject, built.views, spec.scalars, seed=spec.seed)
+            raw = launch(subject, built.views, spec.scalars, seed=spec.seed, dims=spec.dims)
         except Exception as exc:  # noqa: BLE001 - any exception is an outcome
             return Run(None, exc, allocations, before=before, built=built, descriptors=descriptors)
     backend.synchronize()

@@ -34,14 +34,16 @@ def launcher_scalars(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def launch(subject: Subject, inputs: Mapping[str, Any], scalars: Mapping[str, Any], *,
-           seed: int | None = None) -> Any:
-    """``subject.launcher(**inputs, **scalars)``; for a torch-seeded subject, after
-    ``torch.manual_seed(seed)`` (``seed`` defaults to ``scalars[TORCH_SEED]``)."""
+           seed: int | None = None, dims: Mapping[str, int] | None = None) -> Any:
+    """``subject.launcher(**inputs, **scalars)``, with the contract's keyword dims of ``dims`` (those in no
+    input's shape, named by a relation); for a torch-seeded subject, after ``torch.manual_seed(seed)``
+    (``seed`` defaults to ``scalars[TORCH_SEED]``)."""
     if seed is None:
         seed = scalars.get(TORCH_SEED)
     if seed is not None and torch_seeded(subject):
         torch.manual_seed(int(seed))  # seeds every device's generator too
-    return subject.launcher(**inputs, **launcher_scalars(scalars))
+    keyword = subject.contract.keyword_values(dims or {})
+    return subject.launcher(**inputs, **launcher_scalars(scalars), **keyword)
 
 
 def _same_tensor(a: Any, b: torch.Tensor) -> bool:

@@ -65,6 +65,8 @@ class CellKind:
       examples; False for cells at designed sizes, which an over-cost discard would skip;
     - ``exclusive_gpu``: whether its cells time the GPU, so that no other
       worker sharing the GPU may run a cell meanwhile (workers.gpus.GpuTurns);
+    - ``spec_examples``: whether its examples are specs whose tensors ``build_inputs`` builds
+      (``replay.example_tensors``); False for a design's seed or a fixed plan;
     - :meth:`values`: the classes a subject gets (default: all of them);
     - :meth:`skip_reason`: why a cell does not apply here, or None;
     - :meth:`run`: the cell's result; :meth:`examples`: the runner of one of its examples (what a
@@ -78,6 +80,7 @@ class CellKind:
     kernels: str = "forward"
     interpreter_cost: bool = True
     exclusive_gpu: bool = False
+    spec_examples: bool = True
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         return tuple(c.value for c in self.dimension.classes)

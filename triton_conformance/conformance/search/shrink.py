@@ -25,6 +25,7 @@ from typing import Any
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.search.discards import ExampleDiscarded
 from triton_conformance.conformance.search.engine import Draw, ExampleRunner, FindingClass, Violation, run_one, search
+from triton_conformance.model.relations import broken_relations, derived_dims, relate
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.spec import Spec
 
@@ -47,13 +48,19 @@ def minimize_dims(subject: Any, spec: Spec, finding: Finding, fails: Callable[[S
     """Shrink each dim of a failing spec as far as it still fails (``fails(candidate)``: its finding, or None)."""
     attempts = 0
     changed = True
+    relations = subject.contract.relations
+    # Related dims shrink through their sources, the derived ones rebuilt: unless the failure breaks a
+    # relation on purpose (out of range), when every dim moves alone.
+    related = relations if not broken_relations(relations, spec.dims) else ()
     while changed and attempts < budget:
         changed = False
         for sym in sorted(spec.dims, key=lambda s: -spec.dims[s]):
+            if sym in derived_dims(related):
+                continue
             lo, hi = subject.contract.dims[sym].min, spec.dims[sym] - 1  # search [lo, hi] for a failure
             while lo <= hi and attempts < budget:
                 mid = lo if lo == hi else (lo + hi) // 2
-                candidate = replace(spec, dims={**spec.dims, sym: mid})
+                candidate = replace(spec, dims=relate(related, {**spec.dims, sym: mid}))
                 attempts += 1
                 found = fails(candidate)
                 if found is not None:
@@ -80,14 +87,15 @@ def error_by_size(context: Any, runner: ExampleRunner, spec: Spec, *, points: in
     a size the allowance refuses is left out (the plot loses a point, not the machine its memory).
     """
     contract = context.subject.contract
-    sym = max(spec.dims, key=lambda s: spec.dims[s])
+    related = contract.relations if not broken_relations(contract.relations, spec.dims) else ()
+    sym = max((s for s in spec.dims if s not in derived_dims(related)), key=lambda s: spec.dims[s])  # a source
     d = contract.dims[sym]
     top = min(d.max, max(2 * spec.dims[sym], d.min + 1))
     sizes = sorted({d.min, spec.dims[sym] - 1, spec.dims[sym], top} |
                    {int(d.min + (top - d.min) * i / (points - 1)) for i in range(points)})
     series = []
     for n in (n for n in sizes if d.min <= n <= d.max):
-        verdict = _verdict(context, runner, replace(spec, dims={**spec.dims, sym: n}))
+        verdict = _verdict(context, runner, replace(spec, dims=relate(related, {**spec.dims, sym: n})))
         if verdict is None:
             continue
         if isinstance(verdict, Finding):

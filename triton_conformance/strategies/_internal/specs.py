@@ -20,6 +20,14 @@ from triton_conformance.strategies._internal.descriptor_layouts import (
     descriptor_layouts,
 )
 from triton_conformance.strategies._internal.layouts import layouts
+from triton_conformance.strategies._internal.related import (
+    break_relation,
+    broken_relations_strategy,
+    derive,
+    derived_dims,
+    source_bounds,
+    unforced,
+)
 from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes, palette_sizes, sizes
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.strategies._internal.validation import check_one_of
@@ -73,7 +81,8 @@ def _integer_root(n: int, r: int) -> int:
 def wide_candidates(contract: Contract, max_outer: int) -> list[str]:
     """The dims other than the widest that a draw may make the wide one: those whose range passes ``max_outer``."""
     widest = _largest_dim(contract)
-    return [s for s, d in contract.dims.items() if s != widest and d.max > max_outer]
+    return [s for s, d in contract.dims.items() if s != widest and d.max > max_outer
+            and s not in derived_dims(contract.relations)]
 
 
 @st.composite
@@ -107,17 +116,22 @@ def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_oute
     if wide_cap is not None:  # the wide one first, so it gets its range before the budget bites
         order.remove(widest)
         order.insert(0, widest)
-    for sym in order:
-        if sym in out:
-            continue
+    derived = derived_dims(contract.relations)
+    # A class that pins a derived dim past a block pins a floor: its sources are drawn to reach it.
+    floors = {s: out.pop(s) for s in list(out) if s in derived} if shape_class == "beyond-block" else {}
+
+    def bounded(sym: str) -> Dim:
         d = contract.dims[sym]
         if sym != widest:
-            d = Dim(d.min, max(d.min, min(d.max, max_outer)))
-        elif wide_cap is not None:
-            d = Dim(d.min, max(d.min, min(d.max, wide_cap)))
+            return Dim(d.min, max(d.min, min(d.max, max_outer)))
+        if wide_cap is not None:
+            return Dim(d.min, max(d.min, min(d.max, wide_cap)))
+        return d
+
+    def room(sym: str) -> int:
         # The budget for this dim: what remains in the tightest input that holds it,
         # after the minimum of each dim still to be drawn is set aside.
-        cap = d.max
+        cap = bounded(sym).max
         for spec in contract.inputs.values():
             if sym not in spec.shape:
                 continue
@@ -127,29 +141,35 @@ def _draw_dims(draw, contract: Contract, shape_class: str, budget: int, max_oute
                     used *= max(out[other], 1)
                 elif other != sym:
                     used *= max(contract.dims[other].min, 1)
-            room = budget // used
-            cap = min(cap, _integer_root(room, spec.shape.count(sym)))  # (N, N) takes N squared
-        cap = max(d.min, cap)
+            cap = min(cap, _integer_root(budget // used, spec.shape.count(sym)))  # (N, N) takes N squared
+        return cap
+
+    for sym in order:
+        if sym in out or sym in derived:  # a derived dim is built from its sources, below
+            continue
+        d = bounded(sym)
+        lo, cap = source_bounds(contract, sym, out, d.min, max(d.min, room(sym)), room, floors)
         if shape_class == "tiny":
-            out[sym] = draw(integers(d.min, max(d.min, min(d.max, 3))))
+            out[sym] = draw(integers(lo, max(lo, min(cap, 3))))
         elif palette:  # few distinct sizes per specialization class, so compiled kernels are reused
             # The palette of the dim's own range, cut at the budget: the cut itself
             # varies with the other dims, so it would be a new size every time.
-            pool = tuple(v for v in palette_sizes(d.min, d.max) if v <= cap) or (d.min,)
+            pool = tuple(v for v in palette_sizes(d.min, d.max) if lo <= v <= cap) or (lo,)
             if shape_class == "non-pow2":
                 pool = tuple(v for v in pool if v > 1 and v & (v - 1)) or pool
             out[sym] = draw(sampled_from(pool))
         elif shape_class == "non-pow2":
-            out[sym] = draw(non_power_of_two_sizes(min_value=d.min, max_value=cap))
+            out[sym] = draw(non_power_of_two_sizes(min_value=lo, max_value=cap))
         else:
-            out[sym] = draw(sizes(min_value=d.min, max_value=cap))
-    return out
+            out[sym] = draw(sizes(min_value=lo, max_value=cap))
+    return derive(draw, contract, out, shape_class, room, floors)
 
 
 def outer_dims(contract: Contract) -> list[str]:
     """The dims other than the widest whose range passes :data:`WIDE_OUTER_FROM`: where ``"wide-outer"`` applies."""
     widest = _largest_dim(contract)
-    return [s for s, d in contract.dims.items() if s != widest and d.max >= WIDE_OUTER_FROM]
+    return [s for s, d in contract.dims.items() if s != widest and d.max >= WIDE_OUTER_FROM
+            and s not in derived_dims(contract.relations)]
 
 
 def _wide_outer(contract: Contract, sym: str, budget: int, palette: bool = False):
@@ -181,8 +201,8 @@ def _forced_dims(contract: Contract, shape_class: str, layout_class: str | None,
         return st.sampled_from(outer_dims(contract)).flatmap(lambda sym: _wide_outer(contract, sym, budget, palette))
     if shape_class == "beyond-block":
         # The widest dim, or an outer one (a long batch: the other dims then stay small).
-        wide = [_largest_dim(contract)] + [s for s, d in dims.items()
-                                           if s != _largest_dim(contract) and d.max >= BEYOND_BLOCK]
+        wide = unforced(contract, [_largest_dim(contract)] + [s for s, d in dims.items()
+                                                              if s != _largest_dim(contract) and d.max >= BEYOND_BLOCK])
         return st.sampled_from(wide).flatmap(lambda sym: _beyond_block(contract, sym, budget, palette))
     return _other_forced_dims(contract, shape_class, layout_class)
 
@@ -225,8 +245,8 @@ def is_bounded(d: Dim) -> bool:
 def _other_forced_dims(contract: Contract, shape_class: str, layout_class: str | None):
     dims = contract.dims
     if shape_class == "empty":
-        admits_zero = [s for s, d in dims.items() if d.min == 0]
-        return st.sampled_from(admits_zero or list(dims)).map(lambda s: {s: 0})
+        admits_zero = unforced(contract, [s for s, d in dims.items() if d.min == 0])
+        return st.sampled_from(admits_zero or unforced(contract, list(dims))).map(lambda s: {s: 0})
     if shape_class == "beyond-range":
         def outside(s: str):
             d = dims[s]
@@ -237,7 +257,7 @@ def _other_forced_dims(contract: Contract, shape_class: str, layout_class: str |
         bounded = [s for s, d in dims.items() if is_bounded(d)]
         return st.sampled_from(bounded or list(dims)).flatmap(lambda s: outside(s).map(lambda n: {s: n}))
     if layout_class == "size1":
-        ones = [s for s, d in dims.items() if d.min <= 1 <= d.max]
+        ones = unforced(contract, [s for s, d in dims.items() if d.min <= 1 <= d.max])
         return st.sampled_from(ones).map(lambda s: {s: 1}) if ones else st.just({})
     return st.just({})
 
@@ -364,11 +384,16 @@ def specs(
     })
 
     forced_dims = _forced_dims(contract, shape, layout, budget, palette)
+    # Out of range, a spec may also break a relation between dims (C = G * Cg one off).
+    broken = broken_relations_strategy(contract) if shape == "beyond-range" else st.none()
 
     @st.composite
     def draw_spec(draw) -> Spec:
-        forced = draw(forced_dims)
+        relation = draw(broken)
+        forced = {} if relation is not None else draw(forced_dims)
         dims = draw(_dims(contract, shape, budget, max_outer, forced, palette))
+        if relation is not None:
+            dims = break_relation(contract, relation, dims)
         return Spec(
             dims=dims,
             dtypes=_pick_dtype(contract, draw(drawn_dtype)),

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 import torch
 from triton.runtime.autotuner import Autotuner
 
-from triton_conformance import compat
+import triton_conformance.compat as compat
 from triton_conformance.compat import surviving_configs
 from triton_conformance.conformance.kinds.autotune.wrappers import clear_tuning
 from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded

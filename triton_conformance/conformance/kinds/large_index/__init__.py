@@ -25,6 +25,7 @@ __all__ = ["LargeIndexCell"]
 
 class LargeIndexCell(CellKind):
     interpreter_cost = False  # designed sizes: not held to the interpreter's cost allowance
+    spec_examples = False  # its example is no spec: nothing for example_tensors to build
     dimension = Dimension("shape", "", (CellClass(
         "large-index", "one input past 2^31 elements, where an int32 offset such as pid * BLOCK wraps around"),))
 

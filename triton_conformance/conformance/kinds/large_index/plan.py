@@ -209,6 +209,9 @@ def large_index_plan(contract: Contract) -> LargeIndexPlan | SkipReason:
                           code="large-index:stochastic")
     if contract.mask_name is not None:
         return SkipReason("the large-index emulation does not build mask inputs", code="large-index:mask")
+    if contract.relations:
+        return SkipReason("the large-index plan grows dims one by one, and the contract relates its dims "
+                          f"({', '.join(r.describe() for r in contract.relations)})", code="large-index:related-dims")
     # max_elements caps the drawn examples' cost, not what the launcher accepts: the lazy emulation is cheap.
     biggest = max(math.prod(contract.dims[s].max for s in contract.inputs[n].shape)
                   for n in contract.tensor_names)

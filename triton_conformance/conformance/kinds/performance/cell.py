@@ -116,10 +116,11 @@ def measure(subject: Subject, *, device: str = "cuda", timer: Timer | None = Non
     peaks = peaks or measured_peaks(device)
     spec = measured_spec(subject)
     built = build_inputs(contract, spec, device=device)
-    kernel = timer(lambda: subject.launcher(**built.views, **spec.scalars))
+    keyword = contract.keyword_values(spec.dims)  # dims a relation hands over by keyword
+    kernel = timer(lambda: subject.launcher(**built.views, **spec.scalars, **keyword))
     baseline_ms = None
     if perf.baseline is not None:
-        baseline_ms = median_ms(timer(lambda: perf.baseline(**built.views, **spec.scalars)))
+        baseline_ms = median_ms(timer(lambda: perf.baseline(**built.views, **spec.scalars, **keyword)))
     bytes_, flops = perf.work(contract)
     out = figures(bytes_=bytes_, flops=flops, kernel_ms=median_ms(kernel), baseline_ms=baseline_ms,
                   bandwidth_gbs=peaks.bandwidth_gbs() if bytes_ is not None else None,

@@ -93,6 +93,7 @@ class StochasticCells(CellKind):
     """Designed statistical experiments against a stochastic subject's model."""
 
     interpreter_cost = False  # designed sizes: not held to the interpreter's cost allowance
+    spec_examples = False  # its example is no spec: nothing for example_tensors to build
     dimension = Dimension("stochastic", "a designed experiment against the declared model", (
         CellClass("rate", "the event rate matches the model at every tested probability"),
         CellClass("values", "every element is a value the model allows"),

@@ -177,7 +177,7 @@ def test_an_emulated_loss_per_row_is_compared_on_the_rows_that_ran(convert) -> N
 def test_an_example_predicted_past_the_free_memory_is_discarded_before_it_runs(small_large, monkeypatch) -> None:
     # issue 29: on real tensors the cell predicts its peak (inputs, outputs, gaps, the oracle's copies) and
     # discards an example that cannot fit, instead of inviting the OOM killer; the runner skips the cell with it.
-    from triton_conformance.conformance.search.discards import ExampleDiscarded
+    from triton_conformance.conformance.discards import ExampleDiscarded
 
     calls = []
     subject = _cross_entropy("predicted", lambda *a, **k: calls.append(1))

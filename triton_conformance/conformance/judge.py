@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import torch
 
 from triton_conformance.conformance.rules import OutputCheck, rule_for
-from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
+from triton_conformance.conformance.discards import raise_if_out_of_memory
 from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject

@@ -15,8 +15,9 @@ import importlib
 from typing import Any
 
 from triton_conformance.conformance.backend import current_backend
-from triton_conformance.conformance.kinds import CellContext, judge_for, kind_of, subject_scopes
+from triton_conformance.conformance.kinds import judge_for, kind_of, subject_scopes
 from triton_conformance.conformance.search.allowance import Allowance
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.errors import StillFails
 from triton_conformance.model.cells import cell_id

@@ -143,7 +143,7 @@ class CellExecutor:
             return _worker_error(subject, cell, str(value))
         why = memory_death(str(value)) if status == "died" else None
         if why is not None:  # the machine's limit, never a verdict on the kernel
-            from triton_conformance.conformance.search.discards import DEVICE_MEMORY, REASONS
+            from triton_conformance.conformance.discards import DEVICE_MEMORY, REASONS
 
             return CellResult.of(subject, cell, "skipped", f"{REASONS[DEVICE_MEMORY].skips}: the worker process died "
                                  f"out of memory ({why})",

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from triton_conformance.conformance.battery.backward import GRAD_OUTPUT, output_shape, run_gradient_example
 from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.results import counterexample
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.model.outcomes import Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for
 
@@ -27,7 +28,7 @@ class ForwardExamples:
     ``determinism``: also compare repeated calls bit for bit.
     """
 
-    context: Any
+    context: CellContext
     determinism: bool = False
     subject: Any = None
     inside_only: ClassVar[bool] = False
@@ -49,7 +50,7 @@ class BackwardExamples:
     compared bit for bit.
     """
 
-    context: Any
+    context: CellContext
     second: bool = False
     determinism: bool = False
     inside_only: ClassVar[bool] = True

@@ -65,8 +65,13 @@ from triton_conformance.conformance.kinds.large_index.plan import (
     large_index_plan,
 )
 from triton_conformance.conformance.kinds.large_index.tail_grid import OutOfBoundsAccess, tail_programs
-from triton_conformance.conformance.search.allowance import discarding_out_of_memory, gib, raise_if_out_of_memory
-from triton_conformance.conformance.search.discards import DEVICE_MEMORY, ExampleDiscarded
+from triton_conformance.conformance.discards import (
+    DEVICE_MEMORY,
+    ExampleDiscarded,
+    discarding_out_of_memory,
+    raise_if_out_of_memory,
+)
+from triton_conformance.conformance.search.allowance import gib
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.config import on_cuda
 from triton_conformance.model.contract import Contract

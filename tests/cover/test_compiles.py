@@ -139,6 +139,32 @@ def test_no_hook_without_cuda():
     assert counter is None
 
 
+def test_the_allowance_installs_its_meters_for_the_cell_and_removes_them_after():
+    from triton_conformance.conformance.search import interpreter_cost
+    from triton_conformance.conformance.search.allowance import Allowance
+    from triton_conformance.conformance.search.policy import SearchPolicy
+
+    forward = SimpleNamespace(kernels="forward", steers=True, interpreter_cost=True)
+    policy = SearchPolicy.of(run_config(profile="ci", compile_budget=1))
+    subject = SimpleNamespace(name=f"cover_metered_{next(_ids)}")
+    with Allowance.metered(policy, subject, Backend(name="cuda", device="cpu"), forward) as allowance:
+        assert allowance.meter is None and allowance.compile_budget == 1  # CUDA: compiles, no cost meter
+        fake_compile("k", 1)  # the cell's first class: its one compile
+        allowance.compiles.start_example()
+        with pytest.raises(BudgetExhausted):
+            fake_compile("k", 2)  # the share, not the ledger, refuses the budget's second compile
+    assert allowance.compiled == 1 and knobs.runtime.jit_cache_hook is None
+    interpreted = SearchPolicy.of(run_config(profile="ci"))
+    with Allowance.metered(interpreted, subject, Backend(), forward) as allowance:
+        assert allowance.compiles is None and allowance.compiled is None  # the interpreter compiles nothing
+        assert allowance.meter is not None and interpreter_cost.active_meter() is allowance.meter
+    assert interpreter_cost.active_meter() is None
+    unmetered = SimpleNamespace(kernels="forward", steers=True, interpreter_cost=False)
+    with Allowance.metered(interpreted, subject, Backend(), unmetered) as allowance:
+        assert allowance.meter is None  # a kind at designed sizes is not metered
+
+
+
 @pytest.mark.parametrize("value, expected", [(None, None), ("", None), ("0", None), (0, None), ("16", 16), (3, 3)])
 def test_parse_budget(value, expected):
     assert parse_budget(value) == expected

@@ -22,7 +22,7 @@ from triton_conformance.cli import main
 from triton_conformance.running import nightly_per_gpu
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.options import EXIT_USAGE
-from triton_conformance.plugin import _turns
+from triton_conformance.plugin.settings import turns as _turns
 from triton_conformance.plugin.items import ConformanceItem, gpu_turn
 from triton_conformance.workers.gpus import GpuTurns, claim_gpu, workers_per_gpu
 

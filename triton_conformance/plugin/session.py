@@ -29,7 +29,7 @@ from triton_conformance.plugin.items import (
     ImportFailureItem,
     import_result,
 )
-from triton_conformance.plugin import settings
+import triton_conformance.plugin.settings as settings
 from triton_conformance.plugin.merge import check_mergeable
 from triton_conformance.plugin.shards import plan_shards
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths

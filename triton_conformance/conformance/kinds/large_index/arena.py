@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from triton_conformance.conformance.discards import DEVICE_MEMORY, ExampleDiscarded
-from triton_conformance.conformance.kinds.large_index import plan as sizes
+import triton_conformance.conformance.kinds.large_index.plan as sizes
 from triton_conformance.conformance.kinds.large_index.plan import LargeIndexPlan
 from triton_conformance.conformance.search.allowance import gib
 from triton_conformance.model.config import on_cuda

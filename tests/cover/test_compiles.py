@@ -52,11 +52,11 @@ def fake_compile(name: str, key) -> None:
 
 def test_hook_counts_each_new_specialization_once_per_subject():
     ledger = CompileLedger()
-    with counting_compiles(subject="s", budget=None, ledger=ledger) as counter:
+    with counting_compiles(CellCompiles("s", None, ledger=ledger)) as counter:
         for key in ("a", "b", "a", "c", "b"):
             fake_compile("k", key)
     assert counter.count == 3 and ledger.used("s") == 3
-    with counting_compiles(subject="s", budget=None, ledger=ledger) as again:
+    with counting_compiles(CellCompiles("s", None, ledger=ledger)) as again:
         fake_compile("k", "a")  # e.g. another device: already charged to the subject
         fake_compile("other_kernel", "a")  # same key, another kernel: a new specialization
     assert again.count == 1 and ledger.used("s") == 4
@@ -65,7 +65,7 @@ def test_hook_counts_each_new_specialization_once_per_subject():
 
 def test_hook_raises_budget_exhausted_past_the_budget_and_not_before():
     ledger = CompileLedger()
-    with counting_compiles(subject="s", budget=2, ledger=ledger) as counter:
+    with counting_compiles(CellCompiles("s", 2, ledger=ledger)) as counter:
         fake_compile("k", 1)  # the cell's first example: its first class
         counter.start_example()
         fake_compile("k", 2)  # a second class, within the budget
@@ -75,18 +75,18 @@ def test_hook_raises_budget_exhausted_past_the_budget_and_not_before():
             fake_compile("k", 3)
     assert counter.count == 2 and info.value.subject == "s" and counter.past_budget == 0
     assert not isinstance(info.value, Exception), "launchers' `except Exception` must not swallow it"
-    with counting_compiles(subject="t", budget=2, ledger=ledger):
+    with counting_compiles(CellCompiles("t", 2, ledger=ledger)):
         fake_compile("k", 3)  # another subject has its own budget
 
 
 def test_a_cells_first_class_is_paid_in_full_past_the_budget_and_a_second_is_not():
     ledger = CompileLedger()
-    with counting_compiles(subject="s", budget=2, ledger=ledger):
+    with counting_compiles(CellCompiles("s", 2, ledger=ledger)):
         fake_compile("k", 1)
         fake_compile("k", 2)  # an earlier cell spent the whole budget
     # A cell that cannot steer (a fixed size) has no other way to run: its class of three kernels is paid.
     fixed = CellCompiles("s", 2, steers=False, ledger=ledger)
-    with counting_compiles(subject="s", budget=2, ledger=ledger, counter=fixed):
+    with counting_compiles(fixed):
         fixed.start_example()
         for kernel in ("fwd", "bwd", "dw"):
             fake_compile(kernel, 3)
@@ -98,7 +98,7 @@ def test_a_cells_first_class_is_paid_in_full_past_the_budget_and_a_second_is_not
     # A steering cell past its share starts a first class only once granted (its search found no compiled
     # class that holds the draw).
     steering = CellCompiles("s", 2, ledger=ledger)
-    with counting_compiles(subject="s", budget=2, ledger=ledger, counter=steering):
+    with counting_compiles(steering):
         steering.start_example()
         with pytest.raises(BudgetExhausted):
             fake_compile("k", 5)
@@ -127,16 +127,42 @@ def test_the_reserve_counts_what_each_later_cells_kernels_cost():
 
 def test_hook_chains_the_previous_hook_and_returns_its_answer():
     calls = []
-    hook = make_hook(CompileLedger(), "s", None, CellCompiles("s"),
+    hook = make_hook(CellCompiles("s", ledger=CompileLedger()),
                      previous=lambda **kw: calls.append(kw["key"]) or True)
     assert hook(key="k1", fn=SimpleNamespace(module="m", name="f")) is True
     assert calls == ["k1"]
 
 
 def test_no_hook_without_cuda():
-    with counting_compiles(enabled=False) as counter:
+    with counting_compiles(None) as counter:
         fake_compile("k", 1)
     assert counter is None
+
+
+def test_the_allowance_installs_its_meters_for_the_cell_and_removes_them_after():
+    from triton_conformance.conformance.search import interpreter_cost
+    from triton_conformance.conformance.search.allowance import Allowance
+    from triton_conformance.conformance.search.policy import SearchPolicy
+
+    forward = SimpleNamespace(kernels="forward", steers=True, interpreter_cost=True)
+    policy = SearchPolicy.of(run_config(profile="ci", compile_budget=1))
+    subject = SimpleNamespace(name=f"cover_metered_{next(_ids)}")
+    with Allowance.metered(policy, subject, Backend(name="cuda", device="cpu"), forward) as allowance:
+        assert allowance.meter is None and allowance.compile_budget == 1  # CUDA: compiles, no cost meter
+        fake_compile("k", 1)  # the cell's first class: its one compile
+        allowance.compiles.start_example()
+        with pytest.raises(BudgetExhausted):
+            fake_compile("k", 2)  # the share, not the ledger, refuses the budget's second compile
+    assert allowance.compiled == 1 and knobs.runtime.jit_cache_hook is None
+    interpreted = SearchPolicy.of(run_config(profile="ci"))
+    with Allowance.metered(interpreted, subject, Backend(), forward) as allowance:
+        assert allowance.compiles is None and allowance.compiled is None  # the interpreter compiles nothing
+        assert allowance.meter is not None and interpreter_cost.active_meter() is allowance.meter
+    assert interpreter_cost.active_meter() is None
+    unmetered = SimpleNamespace(kernels="forward", steers=True, interpreter_cost=False)
+    with Allowance.metered(interpreted, subject, Backend(), unmetered) as allowance:
+        assert allowance.meter is None  # a kind at designed sizes is not metered
+
 
 
 @pytest.mark.parametrize("value, expected", [(None, None), ("", None), ("0", None), (0, None), ("16", 16), (3, 3)])
@@ -456,12 +482,15 @@ def test_a_fixed_size_cell_later_in_the_order_keeps_a_compile_of_its_own():
 
 
 def test_a_subject_with_a_backward_has_twice_the_budget():
-    from triton_conformance.conformance.runner import _compile_budget
+    from triton_conformance.conformance.runner import cell_allowance
+    from triton_conformance.conformance.search.policy import SearchPolicy
 
     subject = tc.register(_CompilingScale, name=f"cover_compiling_scale_budget_{next(_ids)}",
                           inputs={"x": Tensor(("N",), dtypes=("float32",))}, dims={"N": Dim(1, 64)},
                           oracle=lambda x: x * 2, backward=True)
-    assert _compile_budget(subject, Backend(name="cuda", device="cpu"), run_config(profile="nightly")) == 32
+    nightly = SearchPolicy.of(run_config(profile="nightly"))
+    with cell_allowance(subject, "layout:contiguous", Backend(name="cuda", device="cpu"), nightly) as allowance:
+        assert allowance.compile_budget == 32
 
 
 def test_a_cells_first_class_waits_for_a_real_size_unless_the_cell_keeps_to_tiny_ones():

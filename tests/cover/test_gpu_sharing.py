@@ -18,10 +18,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from triton_conformance.cli import main, nightly_per_gpu
+from triton_conformance.cli import main
+from triton_conformance.running import nightly_per_gpu
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.options import EXIT_USAGE
-from triton_conformance.plugin import _turns
+from triton_conformance.plugin.settings import turns as _turns
 from triton_conformance.plugin.items import ConformanceItem, gpu_turn
 from triton_conformance.workers.gpus import GpuTurns, claim_gpu, workers_per_gpu
 
@@ -197,7 +198,7 @@ def nightly(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # share_cores sets it only if unset; this keeps it out of os.environ
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     seen: list[list[str]] = []
-    monkeypatch.setattr("triton_conformance.cli._pytest", lambda command, argv, baseline: seen.append(argv) or 0)
+    monkeypatch.setattr("triton_conformance.running._pytest", lambda command, argv, baseline: seen.append(argv) or 0)
 
     def call(*argv: str, cpus: int = 2):
         monkeypatch.setattr("os.cpu_count", lambda: cpus)

@@ -97,7 +97,7 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch) -> None:
 
 
 def test_nightly_workers_share_the_cores_unless_the_user_chose(monkeypatch):
-    from triton_conformance.cli import share_cores
+    from triton_conformance.running import share_cores
 
     monkeypatch.setattr("os.cpu_count", lambda: 32)
     env = {}

@@ -388,9 +388,9 @@ def test_a_wrong_tail_is_a_mismatch():
 # -- the arena: tensors apart, wrapped writes found in the gaps (as on CUDA) ------------
 
 def test_arena_gaps_catch_a_write_between_tensors():
-    from triton_conformance.conformance.kinds.large_index.example import _Arena
+    from triton_conformance.conformance.kinds.large_index.arena import Arena
 
-    arena = _Arena(3, 4096, 2, "cpu", reserve=False, gap=8192)  # real memory, as on CUDA, but small
+    arena = Arena(3, 4096, 2, "cpu", reserve=False, gap=8192)  # real memory, as on CUDA, but small
     x = arena.tensor((1000,), torch.float16, "input 'x'")
     out = arena.tensor((1000,), torch.float16)
     x.fill_(1.0)
@@ -403,9 +403,9 @@ def test_arena_gaps_catch_a_write_between_tensors():
 
 
 def test_arena_refuses_more_tensors_than_it_has_room_for():
-    from triton_conformance.conformance.kinds.large_index.example import _Arena
+    from triton_conformance.conformance.kinds.large_index.arena import Arena
 
-    arena = _Arena(1, 4096, 2, "cpu", reserve=False, gap=4096)
+    arena = Arena(1, 4096, 2, "cpu", reserve=False, gap=4096)
     assert arena.tensor((100,), torch.float16) is not None
     assert arena.tensor((100,), torch.float16) is None
 
@@ -465,14 +465,14 @@ def test_an_int64_index_input_does_not_size_the_gaps(small_large, monkeypatch):
     import torch.nn.functional as F
 
     arenas = []
-    original = small_large._Arena
+    original = small_large.Arena
 
     class Recorded(original):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             arenas.append(self)
 
-    monkeypatch.setattr(small_large, "_Arena", Recorded)
+    monkeypatch.setattr(small_large, "Arena", Recorded)
     subject = tc.register(lambda logits, target: F.cross_entropy(logits.float(), target, reduction="none"),
                           name=f"cover_li_ce_{next(_ids)}",
                           inputs={"logits": Tensor(("M", "V"), dtypes=("float16",)),

@@ -27,7 +27,9 @@ from triton_conformance import Dim, Tensor  # noqa: E402
 from triton_conformance import register as register_subject  # noqa: E402
 from triton_conformance.conformance.kinds.large_index import example as large_index, plan as large_index_plan  # noqa: E402
 from triton_conformance.conformance.backend import Backend  # noqa: E402
-from triton_conformance.conformance.kinds.large_index.example import _Arena, run_large_index_example  # noqa: E402
+from triton_conformance.conformance.kinds.large_index import arena as large_index_arena  # noqa: E402
+from triton_conformance.conformance.kinds.large_index.arena import Arena  # noqa: E402
+from triton_conformance.conformance.kinds.large_index.example import run_large_index_example  # noqa: E402
 from triton_conformance.conformance.runner import run_cell  # noqa: E402
 
 SMALL = 1 << 14  # "2^31" for these tests: the same code paths on tensors of a few hundred KB
@@ -84,12 +86,12 @@ def test_a_cross_entropy_with_index_targets_ends_in_a_verdict_whatever_it_does(s
 def test_an_index_input_does_not_widen_the_gaps_of_the_rows(small_large, monkeypatch) -> None:
     made = []
 
-    class Spy(_Arena):
+    class Spy(Arena):
         def __init__(self, tensors, largest_bytes, itemsize, device="cpu", **kw):
             made.append((tensors, largest_bytes, itemsize))
             super().__init__(tensors, largest_bytes, itemsize, device, **kw)
 
-    monkeypatch.setattr(large_index, "_Arena", Spy)
+    monkeypatch.setattr(large_index, "Arena", Spy)
     subject = _cross_entropy("right", MISBEHAVIOURS["right"][0])
     assert run_large_index_example(subject, REAL_TENSORS, emulate=False) == "honoured"
     plan = large_index_plan.large_index_plan(subject.contract)
@@ -99,8 +101,8 @@ def test_an_index_input_does_not_widen_the_gaps_of_the_rows(small_large, monkeyp
 
 
 def test_the_gaps_are_checked_in_chunks_and_every_changed_word_is_counted(monkeypatch) -> None:
-    monkeypatch.setattr(large_index, "_GAP_CHUNK", 64)  # 8 words a chunk: the writes below span several
-    arena = _Arena(1, 256, 4, "cpu", reserve=False, gap=1024)
+    monkeypatch.setattr(large_index_arena, "GAP_CHUNK", 64)  # 8 words a chunk: the writes below span several
+    arena = Arena(1, 256, 4, "cpu", reserve=False, gap=1024)
     t = arena.tensor((64,), torch.float32, "input 'x'")
     _writes_before(t, 1)  # the word right before the tensor
     words = arena.buffer[:1024].view(torch.int64)
@@ -116,7 +118,7 @@ def _out_of_memory(*args, **kwargs):
 
 def test_no_memory_for_the_example_is_a_skip_naming_memory_not_a_crash(small_large, monkeypatch) -> None:
     subject = _cross_entropy("right", MISBEHAVIOURS["right"][0])
-    monkeypatch.setattr(large_index._Arena, "__init__", _out_of_memory)
+    monkeypatch.setattr(Arena, "__init__", _out_of_memory)
     result = run_cell(subject, "shape:large-index", backend=Backend())
     assert result.outcome == "skipped" and "does not fit the machine's memory" in result.message, result
 
@@ -177,14 +179,14 @@ def test_an_emulated_loss_per_row_is_compared_on_the_rows_that_ran(convert) -> N
 def test_an_example_predicted_past_the_free_memory_is_discarded_before_it_runs(small_large, monkeypatch) -> None:
     # issue 29: on real tensors the cell predicts its peak (inputs, outputs, gaps, the oracle's copies) and
     # discards an example that cannot fit, instead of inviting the OOM killer; the runner skips the cell with it.
-    from triton_conformance.conformance.search.discards import ExampleDiscarded
+    from triton_conformance.conformance.discards import ExampleDiscarded
 
     calls = []
     subject = _cross_entropy("predicted", lambda *a, **k: calls.append(1))
-    monkeypatch.setattr(large_index, "available_memory", lambda device: 1 << 20)
+    monkeypatch.setattr(large_index_arena, "available_memory", lambda device: 1 << 20)
     with pytest.raises(ExampleDiscarded, match="would hold about .* GiB at its peak") as raised:
         run_large_index_example(subject, REAL_TENSORS, emulate=False)
     assert raised.value.reason == "device-memory" and not calls
-    monkeypatch.setattr(large_index, "available_memory", lambda device: 1 << 40)
+    monkeypatch.setattr(large_index_arena, "available_memory", lambda device: 1 << 40)
     assert run_large_index_example(_cross_entropy("fits", MISBEHAVIOURS["right"][0]), REAL_TENSORS,
                                    emulate=False) == "honoured"

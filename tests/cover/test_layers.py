@@ -119,9 +119,13 @@ def test_the_checks_find_a_cycle_and_an_upward_import(tmp_path: pathlib.Path) ->
     assert _upward("triton_conformance.plugin.m", _imports(upward)) == []
 
 
-def test_no_module_is_much_over_400_lines() -> None:
-    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
-    assert not long, long
+# A module past this many lines is split by topic.
+MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MODULE_LINES}
+    assert not long, f"over {MODULE_LINES} lines, split by topic: {long}"
 
 
 def _calls_of(path: pathlib.Path, name: str) -> list[int]:

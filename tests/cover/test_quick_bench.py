@@ -36,7 +36,8 @@ def test_an_autotuned_subjects_compile_budget_pays_for_every_config_of_a_class()
     import triton_conformance as tc
     from triton_conformance import Dim, Tensor
     from triton_conformance.conformance.backend import Backend
-    from triton_conformance.conformance.runner import _compile_budget
+    from triton_conformance.conformance.runner import cell_allowance
+    from triton_conformance.conformance.search.policy import SearchPolicy
     from triton_conformance.model.config import run_config
 
     def launch_copy(x):
@@ -52,7 +53,12 @@ def test_an_autotuned_subjects_compile_budget_pays_for_every_config_of_a_class()
     untuned = tc.register(plain, name="cover_quick_bench_plain", inputs={"x": Tensor(("N",))},
                           dims={"N": Dim(1, 64)}, oracle=lambda x: x)
     cuda = Backend(name="cuda", device="cpu")
-    nightly = run_config(profile="nightly")
-    assert _compile_budget(tuned, cuda, nightly) == 2 * 16  # two configs
-    assert _compile_budget(untuned, cuda, nightly) == 16
-    assert _compile_budget(tuned, Backend(), nightly) is None  # the interpreter compiles nothing
+    nightly = SearchPolicy.of(run_config(profile="nightly"))
+
+    def budget(subject, backend):  # noqa: ANN001, ANN202
+        with cell_allowance(subject, "layout:contiguous", backend, nightly) as allowance:
+            return allowance.compile_budget
+
+    assert budget(tuned, cuda) == 2 * 16  # two configs
+    assert budget(untuned, cuda) == 16
+    assert budget(tuned, Backend()) is None  # the interpreter compiles nothing

@@ -13,7 +13,8 @@ import torch
 import triton_conformance as tc
 from triton_conformance import Dim, Tensor
 from triton_conformance.conformance.backend import Backend
-from triton_conformance.conformance.search.allowance import MEMORY_FRACTION, example_bytes, memory_cap
+from triton_conformance.conformance.search.allowance import example_bytes
+from triton_conformance.conformance.search.policy import MEMORY_FRACTION, memory_cap
 from triton_conformance.conformance.search.engine import FindingClass
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.model.config import RunConfig

@@ -10,7 +10,7 @@ import pytest
 
 from triton_conformance import get_subject
 from triton_conformance.conformance import memory_bound
-from triton_conformance.conformance.search.allowance import out_of_memory
+from triton_conformance.conformance.discards import out_of_memory
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.model.config import AUTO, RunConfig, run_config
 from triton_conformance.workers.executor import CellExecutor

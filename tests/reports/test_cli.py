@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tests.reports._documents import document, result
-from triton_conformance.cli import html_path_for, main
+from triton_conformance.cli import main
+from triton_conformance.running import html_path_for
 from triton_conformance.options import EXIT_USAGE
 
 

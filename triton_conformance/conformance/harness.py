@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 from triton_conformance.conformance.judge import exception_text
 from triton_conformance.conformance.results import cell_result, skipped
-from triton_conformance.conformance.search.allowance import OutOfMemory, raise_if_out_of_memory
+from triton_conformance.conformance.discards import OutOfMemory, raise_if_out_of_memory
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.model.outcomes import CellResult, compile_error_kind, cuda_poison_kind
 from triton_conformance.model.subject import Subject
 
@@ -89,7 +90,7 @@ def raised_by_launcher(exc: BaseException) -> bool:
 def escaped(subject: Subject, cell: str, exc: Exception, backend: Any = None) -> CellResult:
     """The result of a cell from which ``exc`` escaped: the kernel's crash, or a harness error (see the module).
 
-    Raises :class:`~.search.allowance.OutOfMemory` (an ExampleDiscarded: the runner skips the cell) for an
+    Raises :class:`~.discards.OutOfMemory` (an ExampleDiscarded: the runner skips the cell) for an
     out-of-memory error.
     """
     lost = backend.context_lost() if backend is not None else None
@@ -128,7 +129,7 @@ def harness_error(subject: Subject | None, cell: str, exc: BaseException, *, whe
                        details=details)
 
 
-def run_kind(run: Callable[[Any, str], CellResult], context: Any, value: str) -> CellResult:
+def run_kind(run: Callable[[CellContext, str], CellResult], context: CellContext, value: str) -> CellResult:
     """``run(context, value)`` (a kind's ``run``) with the subject's launcher marked; an exception that
     escapes it becomes the cell's result by :func:`escaped` (BaseExceptions such as a spent budget or an
     oracle that raised pass through, for the runner)."""

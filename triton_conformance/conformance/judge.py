@@ -24,7 +24,7 @@ import torch
 
 from triton_conformance.conformance.rejections import OracleError, as_tuple, clean_rejection, exception_text, rejection
 from triton_conformance.conformance.rules import OutputCheck, rule_for
-from triton_conformance.conformance.search.allowance import raise_if_out_of_memory
+from triton_conformance.conformance.discards import raise_if_out_of_memory
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding

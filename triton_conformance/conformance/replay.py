@@ -28,7 +28,8 @@ from triton_conformance.conformance.backend import current_backend
 from triton_conformance.conformance.battery.backward import grad_output, output_shape
 from triton_conformance.conformance.battery.checks import FIRST
 from triton_conformance.conformance.harness import marked
-from triton_conformance.conformance.kinds import CellContext, judge_for, kind_of, subject_scopes
+from triton_conformance.conformance.kinds import judge_for, kind_of, subject_scopes
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.errors import InvalidArgument, StillFails

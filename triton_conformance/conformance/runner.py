@@ -11,6 +11,7 @@ declaration, not a verdict about the kernel), the worst error its judge saw
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import replace
@@ -19,7 +20,6 @@ from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.harness import run_kind
 from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.kinds import (
-    CellContext,
     cells_for,
     judge_for,
     kind_of,
@@ -29,16 +29,16 @@ from triton_conformance.conformance.kinds import (
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
 from triton_conformance.conformance.results import cell_result, skipped
 from triton_conformance.conformance.search.allowance import Allowance
-from triton_conformance.conformance.search.compiles import CellCompiles, counting_compiles
-from triton_conformance.conformance.search.discards import ExampleDiscarded
-from triton_conformance.conformance.search.interpreter_cost import cost_details, metering_cost
+from triton_conformance.conformance.search.context import CellContext
+from triton_conformance.conformance.discards import ExampleDiscarded
+from triton_conformance.conformance.search.interpreter_cost import cost_details
 from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.conformance.triton_path import launch_note
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.subject import Subject
 
-__all__ = ["run_cell"]
+__all__ = ["run_cell", "cell_allowance"]
 
 
 def _later_cells(subject: Subject, cell: str, backend: Backend) -> tuple[tuple[str, bool], ...]:
@@ -55,12 +55,19 @@ def _later_cells(subject: Subject, cell: str, backend: Backend) -> tuple[tuple[s
     return tuple(applying)
 
 
-def _compile_budget(subject: Subject, backend: Backend, policy: SearchPolicy) -> int | None:
-    """The subject's compile budget on a compiling back end: the profile's, times what every kind needs
-    for the subject's kernels (an autotuner's configs, a backward's family)."""
-    if not backend.compiles or policy.compile_budget is None:
-        return None
-    return policy.compile_budget * math.prod(kind.budget_factor(subject) for kind in registered_kinds())
+def _budget_factor(subject: Subject) -> int:
+    """What every kind needs of the subject's compile budget for its kernels (an autotuner's configs, a
+    backward's family): the profile's budget is multiplied by it (:meth:`~.search.allowance.Allowance.metered`)."""
+    return math.prod(kind.budget_factor(subject) for kind in registered_kinds())
+
+
+def cell_allowance(subject: Subject, cell: str, backend: Backend, policy: SearchPolicy
+                   ) -> contextlib.AbstractContextManager[Allowance]:
+    """The allowance of ``subject``'s ``cell`` (:meth:`~.search.allowance.Allowance.metered`): what its kind
+    needs, the subject's compile budget times every kind's factor, the later cells it keeps a class for."""
+    kind, _ = kind_of(cell)
+    return Allowance.metered(policy, subject, backend, kind, budget_factor=lambda: _budget_factor(subject),
+                             later=lambda: _later_cells(subject, cell, backend))
 
 
 def run_cell(
@@ -88,16 +95,7 @@ def run_cell(
         result = skipped(subject, cell, reason)
     else:
         policy = SearchPolicy.of(config)
-        budget = _compile_budget(subject, backend, policy)
-        later = _later_cells(subject, cell, backend) if budget else ()
-        share = CellCompiles(subject.name, budget, later, kernels=kind.kernels, steers=kind.steers)
-        metered = not backend.compiles and kind.interpreter_cost
-        with counting_compiles(enabled=backend.compiles, subject=subject.name, budget=budget,
-                               counter=share) as compiles, \
-                metering_cost(policy.interpreter_cost, policy.interpreter_example_cost, policy.examples,
-                              subject=subject.name, enabled=metered) as meter:
-            allowance = Allowance(memory_cap=policy.memory_cap, shrink_calls=policy.shrink_calls,
-                                  compiles=share if backend.compiles else None, meter=meter)
+        with cell_allowance(subject, cell, backend, policy) as allowance:
             context = CellContext(subject=subject, cell=cell, backend=backend, config=config,
                                   judge=judge_for(subject, backend), policy=policy, allowance=allowance,
                                   observer=observer)
@@ -109,8 +107,8 @@ def run_cell(
             except OracleError as exc:
                 result = cell_result(subject, cell, "oracle-error", str(exc), finding="oracle-raised",
                                      details={"traceback": exc.traceback})
-        compiled = compiles.count if compiles is not None else None
-        result = launch_note(cost_details(result, meter), meter, subject)
+        compiled = allowance.compiled
+        result = launch_note(cost_details(result, allowance.meter), allowance.meter, subject)
         worst = context.judge.worst.details()  # the cell's worst error, pass or fail
         if worst and result.outcome != "skipped":
             result = replace(result, details={**result.details, **worst})

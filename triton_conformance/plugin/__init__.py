@@ -11,15 +11,14 @@ import os
 import pytest
 
 from triton_conformance.errors import ConformanceUsageError, InvalidContract
-from triton_conformance.model.config import CUDA, INTERPRETER, on_cuda, parse_compat, run_config
-from triton_conformance.options import HELP_CELL, HELP_ENABLE, HELP_FRESH, add_conformance_options, key, resolve
-from triton_conformance.plugin import hookspecs
+from triton_conformance.model.config import INTERPRETER, on_cuda, parse_compat, run_config
+from triton_conformance.options import HELP_CELL, HELP_ENABLE, HELP_FRESH, add_conformance_options
+from triton_conformance.plugin import hookspecs, settings
 
 # This module loads in every pytest run, conformance or not: the rest of the package is imported inside
 # the hooks that need it, and the engine only after pytest_configure has resolved the device.
 
 _SESSION = pytest.StashKey["object"]()
-_GPUS = pytest.StashKey["list"]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -42,66 +41,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_conformance_options(group.addoption, parser.addini)
 
 
-def _given(config: pytest.Config, dest: str):  # noqa: ANN202
-    """The command line's value of ``dest``; in pytest_load_initial_conftests, before the options are parsed
-    into ``config.option``, the early parse's (``known_args_namespace``)."""
-    value = config.getoption(dest)
-    if value in (None, False, []):
-        return getattr(config.known_args_namespace, dest, value)
-    return value
-
-
-def _enabled(config: pytest.Config) -> bool:
-    if _given(config, "conformance_only"):
-        return True
-    flag = _given(config, "conformance")
-    return bool(flag) if flag is not None else bool(config.getini("conformance"))
-
-
-def _option(config: pytest.Config, name: str) -> tuple[str | None, str]:
-    return resolve(name, _given(config, f"conformance_{key(name)}"), config.getini(f"conformance_{key(name)}"))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     # The interpreter must be on before a conftest imports any @triton.jit kernel.
-    if not _enabled(early_config):
+    if not settings.enabled(early_config):
         return
-    device, _ = _option(early_config, "device")
+    device, _ = settings.option(early_config, "device")
     if device == INTERPRETER:  # the option as given (pytest_configure validates it and resolves auto)
         os.environ["TRITON_INTERPRET"] = "1"
         from triton_conformance.conformance.interpreter_layer import install_compat
 
         try:  # the interpreter compatibility layer, before a conftest imports a kernel
-            install_compat(parse_compat(_option(early_config, "compat")[0]))
+            install_compat(parse_compat(settings.option(early_config, "compat")[0]))
         except ConformanceUsageError as exc:
             raise pytest.UsageError(f"--conformance-compat: {exc}") from None
-
-
-def _gpus(config: pytest.Config) -> list[str]:
-    """The GPUs the workers spread over (controller side; cached): [] unless on cuda or --conformance-gpus."""
-    if _GPUS in config.stash:
-        return config.stash[_GPUS]
-    from triton_conformance.workers.gpus import visible_gpus
-
-    requested, where = _option(config, "gpus")
-    device, _ = _option(config, "device")
-    gpus: list[str] = []
-    if requested or device == CUDA:  # the option as given
-        try:
-            gpus = visible_gpus(requested, where=where)
-        except ConformanceUsageError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    config.stash[_GPUS] = gpus
-    return gpus
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist is optional: without it this hook has no spec
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on cuda: one worker per GPU (xdist's default counts CPUs)."""
-    if not _enabled(config):
+    if not settings.enabled(config):
         return None
-    return len(_gpus(config)) or None
+    return len(settings.gpus(config)) or None
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -112,13 +73,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, AN
     from triton_conformance.plugin.scheduling import SubjectGroupScheduling
 
     return SubjectGroupScheduling(config, log)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:  # noqa: ANN001
-    """Controller side, for every worker xdist starts (replacements too): tell it the GPUs to claim from."""
-    if _enabled(node.config) and _gpus(node.config):
-        node.workerinput["conformance_gpus"] = _gpus(node.config)
 
 
 def _pin_worker(config: pytest.Config):  # noqa: ANN202
@@ -140,30 +94,8 @@ def _pin_worker(config: pytest.Config):  # noqa: ANN202
     return claim
 
 
-def _turns(claim, device: str):  # noqa: ANN001, ANN202
-    """The GpuTurns a worker's cells take on its GPU: only on cuda, and only when other workers share the GPU."""
-    return claim.turns() if claim is not None and on_cuda(device) else None
-
-
-def _sanitizer(config: pytest.Config, device: str, isolation: str):  # noqa: ANN202
-    tool, where = _option(config, "sanitizer")
-    if tool in (None, "", "off"):
-        return None
-    if tool != "memcheck":
-        raise pytest.UsageError(f"{where}={tool!r}, expected 'memcheck' or 'off'")
-    if not on_cuda(device) or isolation != "process":
-        raise pytest.UsageError(f"{where}={tool!r} needs --conformance-device=cuda and process isolation "
-                                f"(got device {device!r}, isolation {isolation!r})")
-    from triton_conformance.workers.sanitizer import Sanitizer, find_sanitizer
-
-    try:
-        return Sanitizer(find_sanitizer(where=where), tool=tool)
-    except ConformanceUsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
 def _canaries_on(config: pytest.Config) -> bool:
-    value, where = _option(config, "canary")
+    value, where = settings.option(config, "canary")
     if value not in ("on", "off"):
         raise ConformanceUsageError(f"{where}={value!r}, expected 'on' or 'off'")
     return value == "on"
@@ -219,37 +151,6 @@ def pytest_sessionstart(session: pytest.Session):  # noqa: ANN201
     return result
 
 
-def _shard(config: pytest.Config, results: str, controller: bool):  # noqa: ANN202
-    """(shard or None, durations or None, what balances it) from --conformance-shard and -shard-durations."""
-    from triton_conformance.plugin.shards import parse_shard, read_durations
-
-    shard = parse_shard(*_option(config, "shard"))
-    path, where = _option(config, "shard-durations")
-    if shard is None or not path or not controller:  # workers get the controller's plan (pytest_configure_node)
-        return shard, None, "cells"
-    if path == "results":  # the bare flag: the results file there now, if there is one
-        if not os.path.exists(results):
-            return shard, None, "cells (no results file to take durations from)"
-        path = results
-    return shard, read_durations(path, where), f"durations in {path}"
-
-
-def _history(config: pytest.Config) -> str | None:
-    """The history database's URL (None: off); a bad value is a usage error now, not at the end of the run."""
-    from triton_conformance.history.location import HistoryError, history_url
-
-    value, where = _option(config, "history")
-    try:
-        return history_url(value, str(config.rootpath), where)
-    except HistoryError as exc:
-        raise ConformanceUsageError(str(exc)) from None
-
-
-def _fresh(config: pytest.Config) -> bool:
-    flag = config.getoption("conformance_fresh")
-    return bool(flag) if flag is not None else bool(config.getini("conformance_fresh"))
-
-
 # run_config's arguments and the options they come from.
 _RUN_OPTIONS = {"profile": "profile", "seed": "seed", "compile_budget": "compiles", "timeout": "timeout",
                 "isolation": "isolation", "compat": "compat", "worker_memory": "worker-memory"}
@@ -257,20 +158,18 @@ _RUN_OPTIONS = {"profile": "profile", "seed": "seed", "compile_budget": "compile
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: a triton-conformance contract cell")
-    if not _enabled(config):
+    if not settings.enabled(config):
         return
     claim = _pin_worker(config)
     from triton_conformance.conformance.backend import select_device
     from triton_conformance.plugin.session import ConformanceSession
 
-    device, where = _option(config, "device")
+    device, where = settings.option(config, "device")
     controller = getattr(config, "workerinput", None) is None
-    results, results_where = _option(config, "results")
-    fresh = _fresh(config)
     # Every mistake in the configuration is found here, before a cell runs, and reported in one line.
     try:
         device = select_device(device, where=where)
-        options = {argument: _option(config, name) for argument, name in _RUN_OPTIONS.items()}
+        options = {argument: settings.option(config, name) for argument, name in _RUN_OPTIONS.items()}
         run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
                          where={k: w for k, (_, w) in options.items()})
         if not on_cuda(device):  # 'auto' resolved here; install() is idempotent
@@ -281,22 +180,11 @@ def pytest_configure(config: pytest.Config) -> None:
             environment = _start_environment_check(config, run, where)
             if environment is not None:
                 config.stash[_ENVIRONMENT] = environment
-        if controller and not fresh:
-            from triton_conformance.plugin.merge import check_mergeable
-
-            check_mergeable(results, device=run.device,
-                            where="--conformance-results" if results_where == "default" else results_where)
-        session = ConformanceSession(config, run=run, results_path=results, fresh=fresh,
-                                     cells=config.getoption("conformance_cell"))
-        session.shard, session.durations, session.balance = _shard(config, results, controller)
-        session.device_label = _option(config, "device-label")[0]
-        session.history_url = _history(config) if controller else None
+        session = ConformanceSession(config, run=run, claim=claim)  # it reads the rest of the options itself
         session.load_subjects()
         session.check_selection()
     except (ConformanceUsageError, InvalidContract) as exc:
         raise pytest.UsageError(str(exc)) from None
-    session.executor.sanitizer = _sanitizer(config, run.device, run.isolation)
-    session.turns = _turns(claim, run.device)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "triton_conformance_session")
     alluredir = config.getoption("allure_report_dir", None)  # set only when allure-pytest is active

@@ -29,6 +29,7 @@ from triton_conformance.plugin.items import (
     ImportFailureItem,
     import_result,
 )
+import triton_conformance.plugin.settings as settings
 from triton_conformance.plugin.merge import check_mergeable
 from triton_conformance.plugin.shards import plan_shards
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
@@ -79,32 +80,39 @@ def _plugin_argument(config: pytest.Config) -> list[str]:
 class ConformanceSession:
     """A run's state: its :class:`RunConfig`, the subjects, the executor and the results as they arrive."""
 
-    def __init__(self, config: pytest.Config, *, run: RunConfig, results_path: str, fresh: bool = False,
-                 cells: list[str] | None = None):
+    def __init__(self, config: pytest.Config, *, run: RunConfig, claim: Any = None):
+        """The session of ``config`` (as xdist builds its ``DSession(config)``): it reads the options it needs
+        from ``config`` (:mod:`.settings`), given the validated ``run`` and, on a pytest worker pinned to a
+        GPU, its ``claim`` (a :class:`~triton_conformance.workers.gpus.Claim`)."""
         self.config = config
-        self.results_path = results_path
         workerinput = getattr(config, "workerinput", None)
+        controller = workerinput is None
+        self.results_path, where = settings.option(config, "results")
+        self.fresh = settings.fresh(config)  # write a new results file instead of merging into the one there
+        if controller and not self.fresh:
+            check_mergeable(self.results_path, device=run.device,
+                            where="--conformance-results" if where == "default" else where)
         if workerinput is not None and "conformance_seed" in workerinput:
             run = replace(run, seed=workerinput["conformance_seed"])  # the controller's, so workers agree
         elif run.seed is None and not run.profile.derandomize:
             run = replace(run, seed=random.randrange(2**32))
         self.run = run
-        self.executor = CellExecutor(run)
+        self.executor = CellExecutor(run, sanitizer=settings.sanitizer(config, run.device, run.isolation))
         self.results: dict[str, CellResult] = {}
         self.subjects: list = []
         self.import_failures: list = []  # ImportFailure: modules that raised while importing
         self.is_worker = workerinput is not None
-        self.fresh = fresh  # write a new results file instead of merging into the one there
-        self.selected = list(cells or ())  # --conformance-cell: run only these cells
+        self.selected = list(config.getoption("conformance_cell") or ())  # --conformance-cell: only these cells
         self._cells: dict[str, tuple[str, str]] | None = None
-        self.shard = None  # plugin.shards.Shard: run only this shard's subjects (--conformance-shard)
-        self.durations: dict | None = None  # (subject, cell) -> seconds, to balance the shards
-        self.balance = "cells"  # what the split is balanced by, for the header
-        self.device_label: str | None = None  # --conformance-device-label
-        self.turns = None  # workers.gpus.GpuTurns of this worker's GPU when other workers share it, else None
+        # --conformance-shard: run only this shard's subjects (a plugin.shards.Shard), the (subject, cell) ->
+        # seconds that balance the shards, and what the split is balanced by, for the header.
+        self.shard, self.durations, self.balance = settings.shard(config, self.results_path, controller)
+        self.device_label: str | None = settings.option(config, "device-label")[0]
+        self.turns = settings.turns(claim, run.device)  # this worker's GPU turns when other workers share it
         self._plan: dict[str, int] | None = None
         self.worker_deaths = WorkerDeaths()  # controller: pytest workers that died mid-cell, per cell
-        self.history_url: str | None = None  # --conformance-history as a database URL; None: not recorded
+        # --conformance-history as a database URL; None: not recorded (the controller records).
+        self.history_url: str | None = settings.history(config) if controller else None
         self.history: dict | None = None  # the results document's history section, once recorded
         self.started = time.time()
 
@@ -272,6 +280,11 @@ class ConformanceSession:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
+        """Controller side, for every worker xdist starts (replacements too): the GPUs to claim from, the run's
+        seed, and the shard plan."""
+        gpus = settings.gpus(self.config)
+        if gpus:
+            node.workerinput["conformance_gpus"] = gpus
         node.workerinput["conformance_seed"] = self.run.seed
         if self.shard is not None:  # the controller's split, so that no worker reads the durations again
             node.workerinput["conformance_shard_plan"] = self.shard_plan()

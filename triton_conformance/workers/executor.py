@@ -143,7 +143,7 @@ class CellExecutor:
             return _worker_error(subject, cell, str(value))
         why = memory_death(str(value)) if status == "died" else None
         if why is not None:  # the machine's limit, never a verdict on the kernel
-            from triton_conformance.conformance.search.discards import DEVICE_MEMORY, REASONS
+            from triton_conformance.conformance.discards import DEVICE_MEMORY, REASONS
 
             bound = getattr(self._pool, "memory_bound", None)
             inside = f", inside its memory bound: {bound['describe']}" if bound else ""

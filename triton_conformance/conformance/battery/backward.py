@@ -35,12 +35,9 @@ from triton_conformance.conformance.battery.checks import FIRST, OTHER, Run, mem
 from triton_conformance.conformance.battery.launching import launch, outputs_of
 from triton_conformance.conformance.battery.memory import guarded_allocations
 from triton_conformance.conformance.judge import Judge, exception_text
-from triton_conformance.conformance.search.allowance import (
-    Allowance,
-    discarding_out_of_memory,
-    raise_if_out_of_memory,
-)
-from triton_conformance.conformance.search.discards import ExampleDiscarded
+from triton_conformance.conformance.discards import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.conformance.search.allowance import Allowance
+from triton_conformance.conformance.discards import ExampleDiscarded
 from triton_conformance.model.outcomes import Finding, worst
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
 from triton_conformance.model.subject import Subject

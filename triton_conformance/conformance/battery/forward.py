@@ -32,11 +32,8 @@ from triton_conformance.conformance.expectation import (
     expectation,
 )
 from triton_conformance.conformance.judge import Judge, OracleError, exception_text, rejection
-from triton_conformance.conformance.search.allowance import (
-    Allowance,
-    discarding_out_of_memory,
-    raise_if_out_of_memory,
-)
+from triton_conformance.conformance.discards import discarding_out_of_memory, raise_if_out_of_memory
+from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.model.outcomes import Finding, worst
 from triton_conformance.model.spec import Spec
 from triton_conformance.model.subject import Subject

@@ -22,6 +22,7 @@ from triton_conformance.conformance.battery.backward import (
 from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.judge import OracleError
 from triton_conformance.conformance.results import counterexample
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.model.outcomes import Counterexample, Finding, TensorView
 from triton_conformance.model.spec import Spec, strides_for
 
@@ -36,7 +37,7 @@ class ForwardExamples:
     ``determinism``: also compare repeated calls bit for bit.
     """
 
-    context: Any
+    context: CellContext
     determinism: bool = False
     subject: Any = None
     inside_only: ClassVar[bool] = False
@@ -58,7 +59,7 @@ class BackwardExamples:
     compared bit for bit.
     """
 
-    context: Any
+    context: CellContext
     second: bool = False
     determinism: bool = False
     inside_only: ClassVar[bool] = True

@@ -15,35 +15,17 @@ runner names no kind.  The registry's order is the matrix's order;
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Any
 
 from triton_conformance.conformance.judge import Judge
-from triton_conformance.conformance.observe import NO_OBSERVER, Observer
-from triton_conformance.conformance.search.allowance import Allowance
-from triton_conformance.conformance.search.policy import SearchPolicy
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.cells import Catalogue, Dimension, split_cell
-from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult, Finding, SkipReason
 from triton_conformance.model.subject import Subject
 
 __all__ = ["CellKind", "CellContext", "register_kind", "unregister_kind", "registered_kinds", "kind_of",
            "cells_for", "catalogue", "judge_for", "subject_scopes", "untestable"]
-
-
-@dataclass(frozen=True)
-class CellContext:
-    """Everything one cell's run needs: the subject, where it runs, how hard, what it may spend, who listens."""
-
-    subject: Subject
-    cell: str
-    backend: Any
-    config: RunConfig
-    judge: Judge
-    policy: SearchPolicy
-    allowance: Allowance
-    observer: Observer = NO_OBSERVER
 
 
 def untestable(backend: Any, dtype: str) -> SkipReason | None:

@@ -1,46 +1,45 @@
-"""What one cell may spend: one :class:`Allowance` per cell, and the memory an example needs.
+"""What one cell may spend: one :class:`Allowance` per cell, its meters, and the memory an example needs.
 
 The allowance owns every limit a cell's examples run under, and counts what
 it refused:
 
 - the **compile share** on CUDA (:class:`~.compiles.CellCompiles`: the cell's
-  fair share of the subject's compile budget);
+  fair share of the subject's compile budget, and the one check of that
+  budget), counted by Triton's compile hook;
 - the **interpreter's cost** (:class:`~.interpreter_cost.CostMeter`: counted
-  interpreted work, on the interpreter);
+  interpreted work, on the interpreter), counted by the interpreter's hooks;
 - the **memory cap**: an example whose estimated bytes (:func:`example_bytes`)
-  pass it is discarded before anything is built;
+  pass it is discarded before anything is built (:meth:`Allowance.admit`);
 - the **shrink calls**: kernel runs the shrinker may spend after the first failure;
-- the **discards**, by reason (:mod:`.discards`), and the examples run: a
-  search ends once the budgets keep refusing what it draws (:meth:`Allowance.spent`).
+- the **discards**, by reason (:mod:`triton_conformance.conformance.discards`), and the
+  examples run: a search ends once the budgets keep refusing what it draws
+  (:meth:`Allowance.spent`).
 
-An example that runs the machine out of memory anyway is discarded too
-(:class:`OutOfMemory`): with several workers sharing a GPU, or a cap sized by
-the host's memory on a smaller GPU, a draw can fit the cap and not the device.
+:meth:`Allowance.metered` is the one constructor of a cell's allowance: from
+the search policy, the subject, the back end and what the cell's kind needs,
+it builds both meters and installs their hooks for as long as the cell runs.
+A bare ``Allowance()`` meters nothing (a replayed example, a probe).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
-import torch
-
-from triton_conformance.conformance import memory_bound
-from triton_conformance.conformance.search.discards import (
-    DEVICE_MEMORY,
-    OVER_MEMORY,
-    REASONS,
-    ExampleDiscarded,
-)
+from triton_conformance.conformance.backend import Backend
+from triton_conformance.conformance.discards import OVER_MEMORY, REASONS, ExampleDiscarded
+from triton_conformance.conformance.search.compiles import CellCompiles, counting_compiles
+from triton_conformance.conformance.search.interpreter_cost import CostMeter, metering_cost
+from triton_conformance.conformance.search.policy import SearchPolicy
+from triton_conformance.model.contract import Contract
 from triton_conformance.model.spec import GUARD_ELEMENTS, Spec, strides_for
+from triton_conformance.model.subject import Subject
 
-__all__ = ["Allowance", "MAX_DISCARDS", "MEMORY_FRACTION", "OutOfMemory", "example_bytes", "memory_cap", "gib",
-           "out_of_memory", "raise_if_out_of_memory", "discarding_out_of_memory"]
+__all__ = ["Allowance", "CellNeeds", "MAX_DISCARDS", "example_bytes", "gib"]
 
 # Once a cell has discarded this many examples (plus three per example it ran) for budgets
 # that keep refusing what it draws, its search ends: each such discard builds inputs and
@@ -48,53 +47,6 @@ __all__ = ["Allowance", "MAX_DISCARDS", "MEMORY_FRACTION", "OutOfMemory", "examp
 # for would otherwise spend Hypothesis's whole allowance of invalid examples.
 MAX_DISCARDS = 100
 
-
-class OutOfMemory(ExampleDiscarded):
-    """An example ran the device (or the host) out of memory: the machine's limit, not the kernel's fault.
-
-    Raised in place of ``torch.OutOfMemoryError`` / ``MemoryError`` from building the inputs, the
-    launcher or the oracle, so the search discards the example instead of judging it.
-    """
-
-    def __init__(self, where: str, exc: BaseException):
-        bound = memory_bound.current()
-        inside = f" (inside the worker's memory bound: {bound.describe()})" if bound is not None else ""
-        super().__init__(DEVICE_MEMORY, f"out of memory {where}{inside}: {type(exc).__name__}: {str(exc)[:300]}")
-        self.where = where
-
-
-# What torch's CPU allocator raises (a plain RuntimeError) when the host, or the worker's bound, refuses.
-_CPU_ALLOCATOR_REFUSED = "DefaultCPUAllocator: can't allocate memory"
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` says the device or the host ran out of memory (not Triton's out-of-resources)."""
-    if isinstance(exc, RuntimeError) and _CPU_ALLOCATOR_REFUSED in str(exc):
-        return True
-    return isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError)))
-
-
-@contextlib.contextmanager
-def discarding_out_of_memory(where: str) -> Iterator[None]:
-    """Run the block; if it runs out of memory, raise :class:`OutOfMemory` instead (any other error as is)."""
-    try:
-        yield
-    except Exception as exc:
-        raise_if_out_of_memory(exc, where)
-        raise
-
-
-def raise_if_out_of_memory(exc: BaseException | None, where: str) -> None:
-    """Raise :class:`OutOfMemory` for ``exc`` if it is one, after giving the cached blocks back."""
-    if exc is None or not out_of_memory(exc):
-        return
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-    raise OutOfMemory(where, exc) from exc
-
-
-# The default cap: this fraction of the machine's physical memory, per example.
-MEMORY_FRACTION = 0.25
 # Bytes per element, beyond the input storages: the second call's copy, the snapshot
 # and the drawn values (about 3 more storages, counted below), and per element of
 # the largest input, outputs in two calls with their guard copies and the float64
@@ -105,7 +57,7 @@ _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1,
              "int16": 2, "int32": 4, "int64": 8}
 
 
-def example_bytes(contract: Any, spec: Spec) -> int:
+def example_bytes(contract: Contract, spec: Spec) -> int:
     """Roughly the most bytes running ``spec`` holds at once.
 
     Each input's storage as laid out (its span, with the guard band) counts
@@ -122,22 +74,17 @@ def example_bytes(contract: Any, spec: Spec) -> int:
     return 4 * storage + _OUTPUT_BYTES_PER_ELEMENT * largest
 
 
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return 16 << 30
-
-
-def memory_cap(fraction_or_bytes: float | None) -> float:
-    """The per-example byte cap: a fraction of the machine's memory if at most 1, bytes if more, no cap for None."""
-    if fraction_or_bytes is None:
-        return math.inf
-    return fraction_or_bytes * _physical_memory() if fraction_or_bytes <= 1 else float(fraction_or_bytes)
-
-
 def gib(n: float) -> str:
+    """``n`` bytes, in GiB with one decimal."""
     return f"{n / (1 << 30):.1f} GiB"
+
+
+class CellNeeds(Protocol):
+    """What a cell's kind asks of its allowance (a :class:`~triton_conformance.conformance.kinds.base.CellKind` has each)."""
+
+    kernels: str  # what its classes compile: "forward" or "backward"
+    steers: bool  # whether its search moves draws into compiled classes
+    interpreter_cost: bool  # whether the interpreter's cost allowance bounds its examples
 
 
 @dataclass
@@ -153,10 +100,37 @@ class Allowance:
 
     memory_cap: float = math.inf
     shrink_calls: int = 40
-    compiles: Any = None
-    meter: Any = None
+    compiles: CellCompiles | None = None
+    meter: CostMeter | None = None
     discards: Counter = field(default_factory=Counter)
     ran: int = 0
+
+    @classmethod
+    @contextlib.contextmanager
+    def metered(cls, policy: SearchPolicy, subject: Subject, backend: Backend, needs: CellNeeds, *,
+                budget_factor: Callable[[], int] = lambda: 1,
+                later: Callable[[], tuple[tuple[str, bool], ...]] = tuple
+                ) -> Iterator[Allowance]:
+        """The allowance of one cell of ``subject``, its meters installed while the block runs.
+
+        - ``policy``: the memory cap, the shrink calls, the compile budget, the interpreter's cost;
+        - ``backend``: a compiling one gets the compile share, the interpreter the cost meter (if
+          ``needs.interpreter_cost``);
+        - ``budget_factor``: what every kind needs of the subject's budget (an autotuner's configs), and
+          ``later``: the later cells of the subject that apply, each as (kernels, steers); both asked
+          for only where there is a budget to share (:class:`~.compiles.CellCompiles`).
+        """
+        budget = None
+        if backend.compiles and policy.compile_budget is not None:
+            budget = policy.compile_budget * budget_factor()
+        share = CellCompiles(subject.name, budget, later() if budget else (), kernels=needs.kernels,
+                             steers=needs.steers) if backend.compiles else None
+        with counting_compiles(share), \
+                metering_cost(policy.interpreter_cost, policy.interpreter_example_cost, policy.examples,
+                              subject=subject.name, enabled=not backend.compiles and needs.interpreter_cost
+                              ) as meter:
+            yield cls(memory_cap=policy.memory_cap, shrink_calls=policy.shrink_calls, compiles=share,
+                      meter=meter)
 
     @property
     def steering(self) -> bool:
@@ -167,18 +141,24 @@ class Allowance:
     def compile_budget(self) -> int | None:
         return None if self.compiles is None else self.compiles.budget
 
-    def fits(self, contract: Any, spec: Spec) -> bool:
+    @property
+    def compiled(self) -> int | None:
+        """New specializations the cell compiled, or None where none are counted (the interpreter, no hook)."""
+        return self.compiles.count if self.compiles is not None and self.compiles.counting else None
+
+    def fits(self, contract: Contract, spec: Spec) -> bool:
         """Whether ``spec`` fits the memory cap (if not, it is discarded unrun)."""
         return example_bytes(contract, spec) <= self.memory_cap
 
-    def admit(self, contract: Any, spec: Spec) -> None:
-        """Raise :class:`ExampleDiscarded` (over-memory) if ``spec`` does not fit the memory cap."""
+    def admit(self, contract: Contract, spec: Spec) -> None:
+        """The one admission check of an example, before anything is built: if ``spec`` does not fit the
+        memory cap, count the discard and raise :class:`ExampleDiscarded` (over-memory)."""
         if not self.fits(contract, spec):
-            raise ExampleDiscarded(OVER_MEMORY, f"about {gib(example_bytes(contract, spec))} needed, over the "
-                                   f"per-example cap of {gib(self.memory_cap)}")
+            self.discard(OVER_MEMORY)
+            raise ExampleDiscarded(OVER_MEMORY, "over the per-example memory cap")
 
     def discard(self, reason: str) -> None:
-        """One example discarded for ``reason`` (:mod:`.discards`): the one count of every discard."""
+        """One example discarded for ``reason``: the one count of every discard."""
         self.discards[reason] += 1
 
     def discarded(self, exc: ExampleDiscarded) -> None:

@@ -22,7 +22,8 @@ from triton_conformance.conformance.expectation import (
 from triton_conformance.conformance import memory_bound
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
 from triton_conformance.conformance.search.allowance import gib
-from triton_conformance.conformance.search.discards import DEVICE_MEMORY, OVER_MEMORY, REASONS
+from triton_conformance.conformance.discards import DEVICE_MEMORY, OVER_MEMORY, REASONS
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.search.engine import Draw, ExampleRunner, SearchOutcome, search
 from triton_conformance.conformance.search.shrink import Shrunk, second_search, shrink
 from triton_conformance.model.outcomes import CellResult
@@ -30,7 +31,7 @@ from triton_conformance.model.outcomes import CellResult
 __all__ = ["search_cell", "assemble", "specializations"]
 
 
-def search_cell(context: Any, runner: ExampleRunner, draws: Sequence[Draw], *, minimize: bool = True,
+def search_cell(context: CellContext, runner: ExampleRunner, draws: Sequence[Draw], *, minimize: bool = True,
                 plot: bool = True) -> CellResult:
     """Search ``draws`` in turn with ``runner``; the first failure is shrunk (per dim too, with
     ``minimize``; with the error plotted against size, with ``plot``), a second bug is looked for,
@@ -57,7 +58,7 @@ def specializations(share: Any, *, examples: int, reused: int, steered: int) -> 
             "examples_steered": steered, "compiled_past_budget": share.past_budget}
 
 
-def assemble(context: Any, runner: ExampleRunner, outcome: SearchOutcome, first: Shrunk | None,
+def assemble(context: CellContext, runner: ExampleRunner, outcome: SearchOutcome, first: Shrunk | None,
              second: Shrunk | None = None, second_examples: int = 0) -> CellResult:
     """The cell's result from its search, its shrunk failure (if any) and a second bug (if any)."""
     result = _assembled(context, runner, outcome, first, second, second_examples)
@@ -69,7 +70,7 @@ def assemble(context: Any, runner: ExampleRunner, outcome: SearchOutcome, first:
         share, examples=outcome.examples, reused=outcome.reused, steered=outcome.steered)})
 
 
-def _discard_words(context: Any) -> list[str]:
+def _discard_words(context: CellContext) -> list[str]:
     allowance = context.allowance
     words = []
     for name, n in allowance.discards.items():
@@ -87,7 +88,7 @@ def _discard_words(context: Any) -> list[str]:
     return words
 
 
-def _assembled(context: Any, runner: ExampleRunner, outcome: SearchOutcome, first: Shrunk | None,
+def _assembled(context: CellContext, runner: ExampleRunner, outcome: SearchOutcome, first: Shrunk | None,
                second: Shrunk | None, second_examples: int) -> CellResult:
     subject, cell, allowance = context.subject, context.cell, context.allowance
     counts, examples = outcome.counts, outcome.examples

@@ -9,19 +9,21 @@ from the disk cache) a specialization that its in-memory cache lacks, as
 ``hook(key=..., repr=..., fn=JitFunctionInfo(module, name, jitfn),
 compile={...}, is_manual_warmup=..., already_compiled=...)``.  The
 :class:`CompileLedger` records the distinct ``(kernel, key)`` pairs charged to
-each subject in this process; once a subject has used its budget, an example
-that needs yet another one is discarded (:class:`BudgetExhausted`), not
-failed.  The interpreter compiles nothing, so the count is None there.
+each subject in this process.  Each cell's :class:`CellCompiles` holds the
+subject's budget and is the one place it is checked (:meth:`CellCompiles.admit`):
+once a subject has used its budget, an example that needs yet another
+specialization is discarded (:class:`BudgetExhausted`), not failed.  The
+interpreter compiles nothing, so the count is None there.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from triton_conformance.conformance.search.discards import COMPILE_BUDGET, ExampleDiscarded
+from triton_conformance.conformance.discards import COMPILE_BUDGET, ExampleDiscarded
 
 __all__ = [
     "LEDGER",
@@ -63,20 +65,9 @@ class CompileLedger:
     def has(self, subject: str, kernel: str, key: Any) -> bool:
         return (kernel, repr(key)) in self.seen.get(subject, ())
 
-    def charge(self, subject: str, kernel: str, key: Any, budget: int | None) -> bool:
-        """Record a specialization about to be compiled for ``subject``.
-
-        Returns True if it is new to the subject; raises :class:`BudgetExhausted`
-        if it is new and the subject has already used ``budget`` of them.
-        """
-        keys = self.seen.setdefault(subject, set())
-        entry = (kernel, repr(key))
-        if entry in keys:
-            return False  # compiled again (another device, or a cache cleared): already paid for
-        if budget is not None and len(keys) >= budget:
-            raise BudgetExhausted(subject, budget, kernel)
-        keys.add(entry)
-        return True
+    def record(self, subject: str, kernel: str, key: Any) -> None:
+        """Record a specialization about to be compiled for ``subject`` (its cell admitted it)."""
+        self.seen.setdefault(subject, set()).add((kernel, repr(key)))
 
     def class_cost(self, subject: str, kernels: str) -> int:
         """What a new class of ``subject``'s ``kernels`` ("forward", "backward") costs: the mean of
@@ -120,6 +111,7 @@ class CellCompiles:
         self.paying_first = False  # the current example is the cell's first class: paid past the budget
         self.granted = False  # a steering search found no compiled class: the first class may pass the budget
         self.past_budget = 0  # compiles of this cell beyond the subject's budget
+        self.counting = False  # Triton's compile hook counts for this share (counting_compiles)
 
     def _needed(self, *, fixed_only: bool) -> int:
         return sum(self.ledger.class_cost(self.subject, kernels) for kernels, steers in self.later
@@ -142,8 +134,14 @@ class CellCompiles:
         self.granted = True
 
     def admit(self, kernel: str) -> None:
-        """Called before a new specialization is charged; raises :class:`BudgetExhausted` if it may not be."""
-        if self.budget is None or self.example_paid:
+        """Called before a specialization new to the subject is compiled: the one check of the compile
+        budget.  Raises :class:`BudgetExhausted` if it may not be: a new class that the fair share cannot
+        buy, or a further kernel of a class past the budget (a cell's first class is paid in full)."""
+        if self.budget is None:
+            return
+        if self.example_paid:
+            if not self.paying_first and self.ledger.used(self.subject) >= self.budget:
+                raise BudgetExhausted(self.subject, self.budget, kernel)
             return
         first = self.classes == 0
         if not (first and (self.granted or not self.steers)) and not self.may_start_class():
@@ -169,14 +167,17 @@ def _kernel_name(fn: Any) -> str:
     return f"{module}.{name}" if name else repr(fn)
 
 
-def make_hook(ledger: CompileLedger, subject: str, budget: int | None, counter: CellCompiles, previous=None):
-    """The ``jit_cache_hook`` for one cell: charge each new specialization to ``subject``."""
+def make_hook(counter: CellCompiles, previous: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """The ``jit_cache_hook`` for one cell: each specialization new to its subject is admitted by the
+    cell's share, then recorded (one compiled again, on another device or after a cache was cleared, is
+    already paid for)."""
+    ledger, subject = counter.ledger, counter.subject
 
     def hook(*args: Any, **kwargs: Any) -> Any:
         kernel, key = _kernel_name(kwargs.get("fn")), kwargs.get("key")
         if not ledger.has(subject, kernel, key):
             counter.admit(kernel)
-        if ledger.charge(subject, kernel, key, None if counter.paying_first else budget):
+            ledger.record(subject, kernel, key)
             counter.charged()
         return previous(*args, **kwargs) if previous else False
 
@@ -184,31 +185,23 @@ def make_hook(ledger: CompileLedger, subject: str, budget: int | None, counter: 
 
 
 @contextlib.contextmanager
-def counting_compiles(enabled: bool = True, *, subject: str = "", budget: int | None = None,
-                      ledger: CompileLedger | None = None, counter: CellCompiles | None = None
-                      ) -> Iterator[CellCompiles | None]:
-    """Yield a counter of the specializations ``subject`` compiles, or None where Triton offers no hook.
-
-    - ``budget``: most distinct specializations the subject may compile in this
-      process (None: no limit); past it the hook raises :class:`BudgetExhausted`.
-    - ``counter``: the cell's :class:`CellCompiles` (its fair share), made here if not given.
-    """
-    if not enabled:
-        yield None
-        return
-    try:
-        from triton import knobs  # triton 3.4 and later: older ones have no compile hook to count with
-    except ImportError:
-        yield None
-        return
-    runtime = getattr(knobs, "runtime", None)
+def counting_compiles(counter: CellCompiles | None) -> Iterator[CellCompiles | None]:
+    """Count (and hold to its budget) the specializations ``counter``'s subject compiles while the block
+    runs, through Triton's compile hook; yields ``counter``, with ``counting`` True once the hook is
+    installed (a Triton older than 3.4 offers none).  None (nothing compiles here) installs nothing."""
+    runtime = None
+    if counter is not None:
+        try:
+            from triton import knobs  # triton 3.4 and later: older ones have no compile hook to count with
+        except ImportError:
+            knobs = None
+        runtime = getattr(knobs, "runtime", None)
     if runtime is None or not hasattr(runtime, "jit_cache_hook"):
-        yield None
+        yield counter
         return
-    ledger = ledger or LEDGER
-    counter = counter or CellCompiles(subject, budget, ledger=ledger)
     previous = runtime.jit_cache_hook
-    runtime.jit_cache_hook = make_hook(ledger, subject, budget, counter, previous)
+    runtime.jit_cache_hook = make_hook(counter, previous)
+    counter.counting = True
     try:
         yield counter
     finally:

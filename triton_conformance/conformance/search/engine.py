@@ -36,7 +36,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.search.discards import NO_COMPILED_CLASS, OVER_MEMORY, ExampleDiscarded
+from triton_conformance.conformance.discards import NO_COMPILED_CLASS, ExampleDiscarded
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.search.specializations import counted, in_compiled_class
 from triton_conformance.model.outcomes import Counterexample, Finding
 from triton_conformance.model.spec import Spec
@@ -53,7 +54,7 @@ class ExampleRunner(Protocol):
 
     - ``inside_only``: draws outside the contract are not run (the runner has nothing to judge there);
     - ``__call__(spec)``: the verdict, a Finding or a word (``"honoured"``, ``"rejected"``, ...); raises
-      :class:`~.discards.ExampleDiscarded` for an example the cell's allowance cannot pay for;
+      :class:`~triton_conformance.conformance.discards.ExampleDiscarded` for an example the cell's allowance cannot pay for;
     - ``counterexample(spec)``: the failing example as a report shows it.
     """
 
@@ -153,19 +154,17 @@ class SearchOutcome:
         self.asked += other.asked
 
 
-def run_one(context: Any, runner: ExampleRunner, spec: Spec) -> Finding | str:
+def run_one(context: CellContext, runner: ExampleRunner, spec: Spec) -> Finding | str:
     """One example of a cell, the one way every example runs: the search's draws, the shrinker's candidates
     and the error plot's sizes alike.
 
     A spec over the memory cap is discarded unrun; the observer is told the example started (so a kernel
     that kills the process is recorded with this spec) and how it ended; it runs as one example of the
     cell's compile share (:func:`~.specializations.counted`); a discard is counted once, by the allowance,
-    and raised (:class:`~.discards.ExampleDiscarded`); an example run to a verdict is counted as run.
+    and raised (:class:`~triton_conformance.conformance.discards.ExampleDiscarded`); an example run to a verdict is counted as run.
     """
     subject, cell, observer, allowance = context.subject, context.cell, context.observer, context.allowance
-    if not allowance.fits(subject.contract, spec):
-        allowance.discard(OVER_MEMORY)
-        raise ExampleDiscarded(OVER_MEMORY, "over the per-example memory cap")
+    allowance.admit(subject.contract, spec)
     observer.example_started(subject, cell, spec)
     started = time.perf_counter()
     try:
@@ -179,7 +178,7 @@ def run_one(context: Any, runner: ExampleRunner, spec: Spec) -> Finding | str:
     return verdict
 
 
-def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: FindingClass | None = None,
+def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding: FindingClass | None = None,
            max_examples: int | None = None, shrink_calls: int | None = None) -> SearchOutcome:
     """Search ``draw``'s specs for one that ``runner`` finds breaks ``context.subject``'s contract.
 
@@ -212,8 +211,9 @@ def search(context: Any, runner: ExampleRunner, draw: Draw, *, excluding: Findin
         if runner.inside_only and expectation(contract, spec).kind != "honour":
             outcome.not_run[OUTSIDE_CONTRACT] += 1
             reject()
-        if not allowance.fits(contract, spec):
-            allowance.discard(OVER_MEMORY)
+        try:
+            allowance.admit(contract, spec)
+        except ExampleDiscarded:
             reject()  # not run: it would need more memory than an example may take
         if allowance.steering:
             steered = in_compiled_class(context, spec, draw.keeps_class, admits)

@@ -24,7 +24,7 @@ the rest of the grid runs).  A launcher call whose spend so far plus that
 projection passes its part of the example's allowance (the example battery
 tells the cell's :class:`~.allowance.Allowance` how many calls an example
 makes: two for a deterministic contract) is stopped there: :class:`OverCost`,
-an :class:`~.discards.ExampleDiscarded`, which the one search and its shrinker
+an :class:`~triton_conformance.conformance.discards.ExampleDiscarded`, which the one search and its shrinker
 discard and count (``over-cost``) instead of running it.  A later program that loops for
 long is stopped once its spend passes the allowance; a launch's first program
 never is (a kernel that never ends is a timeout, not a discarded example).
@@ -53,7 +53,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from triton_conformance.conformance.search.discards import OVER_COST, ExampleDiscarded
+from triton_conformance.conformance.discards import OVER_COST, ExampleDiscarded
 
 __all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "CostMeter",
            "metering_cost", "cost_details", "active_meter"]

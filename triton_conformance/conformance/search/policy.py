@@ -18,6 +18,8 @@ for every cell), so each search gets the profile's database behind
 
 from __future__ import annotations
 
+import math
+import os
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,11 +28,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from triton_conformance.conformance.search.allowance import memory_cap
 from triton_conformance.model.cells import cell_id
 from triton_conformance.model.config import RunConfig
 
-__all__ = ["SearchPolicy", "CellDatabase"]
+__all__ = ["SearchPolicy", "CellDatabase", "MEMORY_FRACTION", "memory_cap"]
 
 
 class CellDatabase(ExampleDatabase):
@@ -54,6 +55,24 @@ class CellDatabase(ExampleDatabase):
 
     def __repr__(self) -> str:
         return f"CellDatabase({self.inner!r}, {self.prefix.decode()[:-1]!r})"
+
+
+# The default cap: this fraction of the machine's physical memory, per example.
+MEMORY_FRACTION = 0.25
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 16 << 30
+
+
+def memory_cap(fraction_or_bytes: float | None) -> float:
+    """The per-example byte cap: a fraction of the machine's memory if at most 1, bytes if more, no cap for None."""
+    if fraction_or_bytes is None:
+        return math.inf
+    return fraction_or_bytes * _physical_memory() if fraction_or_bytes <= 1 else float(fraction_or_bytes)
 
 
 @dataclass(frozen=True)

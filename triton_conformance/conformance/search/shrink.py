@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from triton_conformance.conformance.expectation import expectation
-from triton_conformance.conformance.search.discards import ExampleDiscarded
+from triton_conformance.conformance.discards import ExampleDiscarded
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.search.engine import Draw, ExampleRunner, FindingClass, Violation, run_one, search
 from triton_conformance.model.relations import broken_relations, derived_dims, relate
 from triton_conformance.model.outcomes import Finding
@@ -71,7 +72,7 @@ def minimize_dims(subject: Any, spec: Spec, finding: Finding, fails: Callable[[S
     return spec, finding
 
 
-def _verdict(context: Any, runner: ExampleRunner, spec: Spec) -> Finding | str | None:
+def _verdict(context: CellContext, runner: ExampleRunner, spec: Spec) -> Finding | str | None:
     """``runner``'s verdict on ``spec`` as one of the cell's examples (the search's one step), or None if the
     allowance refuses it."""
     try:
@@ -80,7 +81,7 @@ def _verdict(context: Any, runner: ExampleRunner, spec: Spec) -> Finding | str |
         return None  # a candidate the budgets cannot pay for does not count as failing
 
 
-def error_by_size(context: Any, runner: ExampleRunner, spec: Spec, *, points: int = 8) -> tuple[str, list[dict]]:
+def error_by_size(context: CellContext, runner: ExampleRunner, spec: Spec, *, points: int = 8) -> tuple[str, list[dict]]:
     """Max abs error against the size of the counterexample's largest dim, for a plot.
 
     Sizes run from the contract's minimum to twice the failing size.  A non-numeric failure plots as NaN;
@@ -106,7 +107,7 @@ def error_by_size(context: Any, runner: ExampleRunner, spec: Spec, *, points: in
     return sym, series
 
 
-def shrink(context: Any, runner: ExampleRunner, violation: Violation, draw: Draw, *, minimize: bool,
+def shrink(context: CellContext, runner: ExampleRunner, violation: Violation, draw: Draw, *, minimize: bool,
            plot: bool = True, excluding: FindingClass | None = None) -> Shrunk:
     """The smallest spec that fails like ``violation`` does, with its finding (and the error plot).
 
@@ -138,7 +139,7 @@ def shrink(context: Any, runner: ExampleRunner, violation: Violation, draw: Draw
     return Shrunk(spec, finding, details)
 
 
-def second_search(context: Any, runner: ExampleRunner, draw: Draw, first: Shrunk, *, minimize: bool
+def second_search(context: CellContext, runner: ExampleRunner, draw: Draw, first: Shrunk, *, minimize: bool
                   ) -> tuple[int, Shrunk | None]:
     """Search ``draw`` once more, leaving the first finding's bug out, with half the budgets: the examples
     it ran, and the second bug it found, shrunk (or None).  Only a cell that failed runs it."""

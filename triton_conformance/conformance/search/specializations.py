@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from triton_conformance.conformance.expectation import expectation
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.inputs import DTYPE_BYTES
 from triton_conformance.model.spec import Spec, strides_for
@@ -193,7 +194,7 @@ def steer(contract: Contract, spec: Spec, classes: dict[tuple, Spec],
 DEGENERATE = 63  # a spec whose every dim is under 64 is small: a cell's one class should reach a real tile
 
 
-def _degenerate_first(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None) -> bool:
+def _degenerate_first(context: CellContext, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None) -> bool:
     """Whether ``spec`` would spend the cell's first class on a degenerate size the cell need not keep to.
 
     Hypothesis draws the smallest spec first; a cell whose one class held only ``N = 1`` would move
@@ -207,14 +208,14 @@ def _degenerate_first(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
     return larger != spec and (keeps_class is None or keeps_class(larger, spec))
 
 
-def book_name(context: Any) -> str:
+def book_name(context: CellContext) -> str:
     """Where the class book keeps a cell's classes: per subject, and apart for backward cells (whose
     classes hold backward kernels that a forward cell's class of the same signature lacks)."""
     kernels = getattr(context.allowance.compiles, "kernels", "forward")
     return context.subject.name if kernels == "forward" else f"{context.subject.name}::{kernels}"
 
 
-def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None,
+def in_compiled_class(context: CellContext, spec: Spec, keeps_class: Callable[[Spec, Spec], bool] | None,
                       admits: Callable[[Spec], bool]) -> Spec | None:
     """``spec`` if its class is compiled or the cell may start a new one; else the nearest example of a
     compiled class that stays in the cell's class, on the same side of the contract and that the search
@@ -241,7 +242,7 @@ def in_compiled_class(context: Any, spec: Spec, keeps_class: Callable[[Spec, Spe
     return steered
 
 
-def counted(context: Any, spec: Spec, run: Callable[[Spec], Any]) -> Any:
+def counted(context: CellContext, spec: Spec, run: Callable[[Spec], Any]) -> Any:
     """``run(spec)`` as one example of the cell's share on CUDA: its first new kernel starts a class,
     and its class is recorded once it ran.  Elsewhere just ``run(spec)``."""
     share = context.allowance.compiles

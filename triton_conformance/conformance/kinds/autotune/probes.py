@@ -37,7 +37,8 @@ from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.kinds.autotune.tuning import Tuning
 from triton_conformance.conformance.results import counterexample
 from triton_conformance.conformance.search.allowance import Allowance
-from triton_conformance.conformance.search.discards import ExampleDiscarded
+from triton_conformance.conformance.discards import ExampleDiscarded
+from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.model.outcomes import Counterexample, Finding
 from triton_conformance.model.spec import Spec
 
@@ -49,7 +50,7 @@ class TunedExamples:
     """Each example the forward battery on the tuned launcher (whatever the tuning's policy runs), then, for
     a subject that declares a backward and a spec inside its contract, the backward battery too."""
 
-    context: Any
+    context: CellContext
     tuning: Tuning
     inside_only: ClassVar[bool] = False
 
@@ -72,7 +73,7 @@ class TunedExamples:
 class ProbeExamples:
     """Each example one probe of the tuning (:func:`order_probe`, :func:`key_probe`), inside the contract."""
 
-    context: Any
+    context: CellContext
     tuning: Tuning
     probe: Callable[[Any, Tuning, Spec], Finding | None]
     inside_only: ClassVar[bool] = True
@@ -94,7 +95,7 @@ def _tuned_run(subject: Any, spec: Spec, backend: Any) -> Run:
     return run
 
 
-def order_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
+def order_probe(context: CellContext, tuning: Tuning, spec: Spec) -> Finding | None:
     """The benchmark in both orders: the same bits both times, and right."""
     subject = tuning.wrap(context.subject)
     tuning.policy = "bench"
@@ -139,7 +140,7 @@ def prime_sizes(contract: Any, sym: str, n: int) -> list[int]:
     return sizes
 
 
-def key_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
+def key_probe(context: CellContext, tuning: Tuning, spec: Spec) -> Finding | None:
     """For each dim, each config that survives the pruning at another size of it (:func:`prime_sizes`) but
     not at ``spec``, chosen there, then ``spec`` run with the cache kept: a choice cached under a key that
     does not tell the sizes apart must still be right where the pruning would have dropped it."""
@@ -163,7 +164,7 @@ def key_probe(context: Any, tuning: Tuning, spec: Spec) -> Finding | None:
     return None
 
 
-def _survivors_at(context: Any, tuning: Tuning, subject: Any, spec: Spec) -> dict[int, list[str]]:
+def _survivors_at(context: CellContext, tuning: Tuning, subject: Any, spec: Spec) -> dict[int, list[str]]:
     """The configs each tuner's pruning keeps at ``spec`` (one launch; none known if it fails there)."""
     tuning.policy, tuning.clear_cache, tuning.avoid = "choose", True, {}
     tuning.survivors.clear()
@@ -176,7 +177,7 @@ def _survivors_at(context: Any, tuning: Tuning, subject: Any, spec: Spec) -> dic
     return {tuner_id: list(names) for tuner_id, names in tuning.survivors.items()}
 
 
-def _reuse_at(context: Any, tuning: Tuning, subject: Any, spec: Spec, prime: Spec, sym: str,
+def _reuse_at(context: CellContext, tuning: Tuning, subject: Any, spec: Spec, prime: Spec, sym: str,
               tried: dict[int, set[str]], kept_here: dict[int, list[str]]) -> tuple[Finding | None, bool]:
     """At one priming shape, each survivor not in ``tried`` chosen in turn, then ``spec`` run with the cache
     kept: (a finding, whether the key told ``prime`` from ``spec``)."""

@@ -34,7 +34,7 @@ from triton.runtime.autotuner import Autotuner
 import triton_conformance.compat as compat
 from triton_conformance.compat import surviving_configs
 from triton_conformance.conformance.kinds.autotune.wrappers import clear_tuning
-from triton_conformance.conformance.search.discards import PRUNED, ExampleDiscarded
+from triton_conformance.conformance.discards import PRUNED, ExampleDiscarded
 
 __all__ = ["config_name", "ConfigPruned", "Tuning", "BENCH_RUNS", "quick_benchmarks", "QUICK_BENCH_RUNS"]
 

@@ -19,7 +19,7 @@ with the reason: one whose contract excludes such inputs cannot overflow
 inside it, and rejecting larger ones is the ``shape:beyond-range`` cell's job.
 
 The huge tensors (inputs, and outputs the launcher allocates) are carved
-from one buffer with a gap before each (:class:`_Arena`), so an offset that
+from one buffer with a gap before each (:class:`~.arena.Arena`), so an offset that
 wrapped lands in a gap, never in another tensor:
 
 - **CUDA:** real tensors (a 2^31 + 4099-element fp16 tensor is 4 GiB; with
@@ -46,8 +46,6 @@ wrapped lands in a gap, never in another tensor:
 from __future__ import annotations
 
 import contextlib
-import math
-import mmap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +54,7 @@ import torch
 from triton_conformance.conformance.battery.allocations import intercept_allocations
 from triton_conformance.conformance.battery.memory import poison_bytes, unwritten_elements
 from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
+from triton_conformance.conformance.kinds.large_index.arena import Arena, refuse_what_cannot_fit
 from triton_conformance.conformance.kinds.large_index.plan import (
     EXTRA,
     LARGE,
@@ -64,11 +63,11 @@ from triton_conformance.conformance.kinds.large_index.plan import (
     large_index_plan,
 )
 from triton_conformance.conformance.kinds.large_index.tail_grid import OutOfBoundsAccess, tail_programs
-from triton_conformance.conformance.memory_bound import available_host_memory, reserved_mapping
-from triton_conformance.conformance.search.allowance import discarding_out_of_memory, gib, raise_if_out_of_memory
-from triton_conformance.conformance.search.discards import DEVICE_MEMORY, ExampleDiscarded
+from triton_conformance.conformance.discards import (
+    discarding_out_of_memory,
+    raise_if_out_of_memory,
+)
 from triton_conformance.errors import InvalidArgument
-from triton_conformance.model.config import on_cuda
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.performance import ITEMSIZE
@@ -84,78 +83,6 @@ LOCAL_REACH = 1 << 24
 
 
 # -- the example ------------------------------------------------------------------
-
-_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value; Python 3.11 does not export it
-
-
-_GAP_BYTE = 0xA5
-_GAP_CHUNK = 1 << 28  # bytes of a gap checked at once
-
-
-class _Arena:
-    """Huge tensors carved from one buffer, each after a gap, so that a wrapped offset lands in a gap.
-
-    ``pid * BLOCK`` wrapped in int32 addresses 2^32 elements before where it
-    meant to, that is between 2^31 elements before a tensor and its start.
-
-    - CPU: the buffer is an unbacked MAP_NORESERVE mapping (untouched pages
-      cost neither memory nor commit) and the gaps are 2^32 elements; the
-      emulation's address check reports an access there, whatever the
-      allocator would have put there.
-    - CUDA: the buffer is real device memory (28 GiB for ``add``), the gaps
-      are 2^31 elements filled with a byte pattern, so a wrapped access reads
-      and writes memory the process owns instead of faulting (which would
-      leave the CUDA context unusable), and :meth:`gap_damage` finds the writes.
-    """
-
-    def __init__(self, tensors: int, largest_bytes: int, itemsize: int, device: str = "cpu", *,
-                 reserve: bool | None = None, gap: int | None = None):
-        self.device = device
-        self.reserve = not on_cuda(device) if reserve is None else reserve  # unbacked, or real memory with a pattern
-        # A wrapped offset is 2^32 elements off, at most 2^31 elements before the tensor's start.
-        self.gap = gap or (2 * LARGE if self.reserve else LARGE) * itemsize + (1 << 20)
-        self.size = tensors * (self.gap + largest_bytes + 4096) + self.gap
-        if self.reserve:
-            self.map = reserved_mapping(self.size, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
-            self.buffer = torch.frombuffer(self.map, dtype=torch.uint8, count=self.size)
-        else:
-            self.buffer = torch.full((self.size,), _GAP_BYTE, dtype=torch.uint8, device=device)
-        self.used = 0
-        self.regions: list[tuple[int, int, str]] = []  # (start, end, name) of each tensor, in order
-
-    def tensor(self, shape: tuple[int, ...], dtype: Any, name: str = "an output of the launcher"):
-        """A contiguous tensor after the next gap, or None when the buffer is full."""
-        nbytes = math.prod(shape) * dtype.itemsize
-        start = self.used + self.gap
-        if start + nbytes + self.gap > self.size:
-            return None
-        self.used = start + nbytes + (-nbytes) % 4096
-        self.regions.append((start, start + nbytes, name))
-        return self.buffer[start:start + nbytes].view(dtype).view(shape)
-
-    def gap_damage(self) -> str | None:
-        """Where a write into a gap landed (CUDA only; the emulation checks addresses itself), or None."""
-        if self.reserve or not self.regions:
-            return None
-        pattern = int.from_bytes(bytes([_GAP_BYTE]) * 8, "little", signed=True)
-        ends = [0] + [end for _, end, _ in self.regions]
-        starts = [start for start, _, _ in self.regions] + [self.used + self.gap]
-        names = [name for _, _, name in self.regions] + ["(after the last tensor)"]
-        for lo, hi, name in zip(ends, starts, names):
-            lo = -(-lo // 8) * 8  # whole words only
-            changed, first = 0, None
-            for at in range(lo, hi, _GAP_CHUNK):  # a chunk at a time: no mask or index list of a whole gap
-                words = self.buffer[at:min(hi, at + _GAP_CHUNK)].view(torch.int64) != pattern
-                count = int(words.sum())
-                if count and first is None:
-                    first = at + 8 * int(words.to(torch.int32).argmax())
-                changed += count
-            if first is not None:
-                first += next(i for i, v in enumerate(self.buffer[first:first + 8].tolist()) if v != _GAP_BYTE)
-                return (f"{changed} words changed in the gap before {name}, the first "
-                        f"{hi - first} bytes before its start (an int32 offset that wrapped around?)")
-        return None
-
 
 def _row_split(shape: tuple[int, ...], rows: int) -> int | None:
     """How many leading dims of ``shape`` multiply to ``rows`` (the outer dims, or them flattened), or None."""
@@ -184,7 +111,7 @@ def _tail_block(t: Any, rows: int, count: int) -> Any:
     return as_rows(t, rows)[-count:].reshape(*(1,) * (split - 1), count, *t.shape[split:])
 
 
-def _tail_server(rows: int, fill: int, arena: _Arena | None = None, served: list | None = None):
+def _tail_server(rows: int, fill: int, arena: Arena | None = None, served: list | None = None):
     """An allocation server (:mod:`.allocations`): every ``torch.empty``-style allocation that is huge or
     leads with the rows (the outer dims, or their product) gets poison in its last ``fill`` rows (so an
     unwritten row shows), and nothing else; with an ``arena``, huge ones are carved from it.  ``served``
@@ -230,7 +157,7 @@ def _values(contract: Contract, plan: LargeIndexPlan, name: str, shape: tuple[in
 
 
 def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
-           arena: _Arena | None = None, emulate: bool = True) -> dict[str, Any]:
+           arena: Arena | None = None, emulate: bool = True) -> dict[str, Any]:
     """The inputs: row inputs contiguous, lazily allocated, the last ``fill_rows`` rows holding ordinary
     values; parameters (broadcast over the rows) built whole and small.
 
@@ -319,10 +246,10 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
     rows, fill = plan.rows, plan.fill_rows
     tensors = len(row_inputs) + (len(row_inputs) if emulate else 1)
     if not emulate:  # real memory: predict the peak first, and skip what cannot fit
-        _refuse_what_cannot_fit(plan, contract, tensors, largest, widest, device)
+        refuse_what_cannot_fit(plan, contract, tensors, largest, widest, device)
     # Room for the inputs and their outputs (one output where the gaps are real memory).
     with discarding_out_of_memory(f"building the large-index example {plan.dims} {plan.dtype}"):
-        arena = _Arena(tensors, largest, widest, device, reserve=emulate)
+        arena = Arena(tensors, largest, widest, device, reserve=emulate)
         inputs = _build(contract, plan, device, seed, arena, emulate)
     emulation = tail_programs(cover_from=LARGE) if emulate else contextlib.nullcontext()
     raw, error = None, None
@@ -395,33 +322,6 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
         found = judge.compare(tails, dims, dtypes, plan.scalars, tuple(_tail_block(o, rows, written) for o in outputs),
                               where=f"last {written} rows of ")
     return found if found is not None else "honoured"
-
-
-def available_memory(device: str) -> int:
-    """Bytes free now where ``device``'s tensors live: the GPU's free memory, or the host's MemAvailable."""
-    if on_cuda(device):
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
-    return available_host_memory()
-
-
-def predicted_peak(plan: LargeIndexPlan, contract: Contract, tensors: int, largest: int, itemsize: int) -> int:
-    """The most bytes the whole-grid example holds at once: the arena (its tensors and the real gaps between
-    them), and where an output is judged whole (a reduction over the rows) the oracle's float64 copy of each
-    row input."""
-    gap = LARGE * itemsize + (1 << 20)
-    arena = tensors * (gap + largest + 4096) + gap
-    oracle = sum(plan.elements(contract, n) * 8 for n in plan.row_inputs(contract)) if plan.reduced else 0
-    return arena + oracle
-
-
-def _refuse_what_cannot_fit(plan: LargeIndexPlan, contract: Contract, tensors: int, largest: int, itemsize: int,
-                            device: str) -> None:
-    """Discard the example (the cell is skipped, saying so) when its predicted peak exceeds the free memory."""
-    need, free = predicted_peak(plan, contract, tensors, largest, itemsize), available_memory(device)
-    if need > free:
-        raise ExampleDiscarded(DEVICE_MEMORY, f"the large-index example {plan.dims} {plan.dtype} would hold about "
-                               f"{gib(need)} at its peak (inputs, outputs, the gaps between them and the oracle's "
-                               f"copies), and {gib(free)} is free on {device}: not run")
 
 
 def _stops_short(holes: Any, state: Any) -> bool:

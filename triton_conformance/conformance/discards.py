@@ -1,7 +1,7 @@
 """Examples a cell could not pay for: one typed exception, and the table of reasons.
 
 An example is **discarded**, never judged, when what it needs is beyond the
-cell's allowance (:mod:`.allowance`): a kernel past the compile budget, more
+cell's allowance (:mod:`.search.allowance`): a kernel past the compile budget, more
 memory than the cap or the machine holds, more interpreted work than its
 share, a config the kernel's own pruning drops.  Whoever finds that out raises
 :class:`ExampleDiscarded` with its reason; the search counts it and draws
@@ -10,14 +10,28 @@ saying why (:attr:`DiscardReason.skips`).
 
 A BaseException, so neither the launcher's nor the battery's ``except
 Exception`` can take it for the kernel's own error.
+
+An example that runs the machine out of memory is discarded too
+(:class:`OutOfMemory`): with several workers sharing a GPU, or a cap sized by
+the host's memory on a smaller GPU, a draw can fit the cap and not the device.
+Whoever builds, launches or judges raises it through
+:func:`raise_if_out_of_memory`.  This module sits below the search, the
+battery and the judge, so each raises a discard without importing the others.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import torch
+
+from triton_conformance.conformance import memory_bound
+
 __all__ = ["ExampleDiscarded", "DiscardReason", "REASONS", "reason", "COMPILE_BUDGET", "NO_COMPILED_CLASS",
-           "OVER_MEMORY", "DEVICE_MEMORY", "OVER_COST", "PRUNED"]
+           "OVER_MEMORY", "DEVICE_MEMORY", "OVER_COST", "PRUNED", "OutOfMemory", "out_of_memory",
+           "raise_if_out_of_memory", "discarding_out_of_memory"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +100,47 @@ class ExampleDiscarded(BaseException):
     def skips(self) -> str:
         """Why an unsearched cell whose one example this is gets skipped."""
         return REASONS[self.reason].skips
+
+
+class OutOfMemory(ExampleDiscarded):
+    """An example ran the device (or the host) out of memory: the machine's limit, not the kernel's fault.
+
+    Raised in place of ``torch.OutOfMemoryError`` / ``MemoryError`` from building the inputs, the
+    launcher or the oracle, so the search discards the example instead of judging it.
+    """
+
+    def __init__(self, where: str, exc: BaseException):
+        bound = memory_bound.current()
+        inside = f" (inside the worker's memory bound: {bound.describe()})" if bound is not None else ""
+        super().__init__(DEVICE_MEMORY, f"out of memory {where}{inside}: {type(exc).__name__}: {str(exc)[:300]}")
+        self.where = where
+
+
+# What torch's CPU allocator raises (a plain RuntimeError) when the host, or the worker's bound, refuses.
+_CPU_ALLOCATOR_REFUSED = "DefaultCPUAllocator: can't allocate memory"
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the device or the host ran out of memory (not Triton's out-of-resources)."""
+    if isinstance(exc, RuntimeError) and _CPU_ALLOCATOR_REFUSED in str(exc):
+        return True
+    return isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError)))
+
+
+@contextlib.contextmanager
+def discarding_out_of_memory(where: str) -> Iterator[None]:
+    """Run the block; if it runs out of memory, raise :class:`OutOfMemory` instead (any other error as is)."""
+    try:
+        yield
+    except Exception as exc:
+        raise_if_out_of_memory(exc, where)
+        raise
+
+
+def raise_if_out_of_memory(exc: BaseException | None, where: str) -> None:
+    """Raise :class:`OutOfMemory` for ``exc`` if it is one, after giving the cached blocks back."""
+    if exc is None or not out_of_memory(exc):
+        return
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    raise OutOfMemory(where, exc) from exc

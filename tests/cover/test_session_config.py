@@ -1,0 +1,44 @@
+"""The session is built from its config, as pytest-xdist builds ``DSession(config)``: it reads its options.
+
+One in-process configuration only: the in-process pytester restores ``sys.modules`` after each test, and
+torch cannot be imported a second time into one process.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import triton_conformance.plugin as entry
+from triton_conformance.plugin.session import ConformanceSession
+from triton_conformance.plugin.shards import Shard
+
+_SUBJECTS = """
+from triton_conformance import Dim, Tensor, register
+
+register(lambda x: -x, name="cover_session_config", module=__name__, inputs={"x": Tensor(("N",))},
+         dims={"N": Dim(0, 8)}, oracle=lambda x: -x)
+"""
+
+
+def test_the_session_reads_its_options_and_hands_each_worker_its_part(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(session_subjects=_SUBJECTS)
+    pytester.makeconftest("def pytest_conformance_modules(config):\n    return ['session_subjects']\n")
+    results = pytester.path / "out" / "r.json"
+    config = pytester.parseconfigure("--conformance", "--conformance-canary=off", "--conformance-profile=dev",
+                                     "--conformance-seed=1234", "--conformance-device-label=lab-h200",
+                                     "--conformance-shard=2/3", f"--conformance-results={results}",
+                                     "--conformance-fresh")
+    session = config.pluginmanager.get_plugin("triton_conformance_session")
+    assert isinstance(session, ConformanceSession)
+    assert (session.device_label, session.shard, session.fresh) == ("lab-h200", Shard(2, 3), True)
+    assert session.results_path == str(results) and session.balance == "cells"
+    assert session.executor.sanitizer is None and session.turns is None  # no sanitizer, no GPU shared
+    assert session.run.seed == 1234
+    # The one pytest_configure_node (the session's): the run's seed and the controller's shard plan; no GPUs
+    # to claim from here.
+    node = SimpleNamespace(config=config, workerinput={})
+    session.pytest_configure_node(node)
+    assert node.workerinput == {"conformance_seed": 1234, "conformance_shard_plan": {"cover_session_config": 1}}
+    assert not hasattr(entry, "pytest_configure_node"), "one pytest_configure_node: the session's"

@@ -440,7 +440,8 @@ def test_gradient_cells_run_inside_compiled_classes_once_their_share_is_spent():
     assert (r.outcome, r.examples, r.compiles) == ("honoured", 30, 2), r.message
     # Only the few small draws before the first class (it waits for a real size) were not run; none
     # needed a kernel the budget refused.
-    assert set(r.details) == {"no-compiled-class_discarded", "specializations"} or "discarded" not in r.message
+    assert set(r.details) - {"error_ulps", "allowance_used"} == {"no-compiled-class_discarded", "specializations"} \
+        or "discarded" not in r.message
     assert r.details.get("no-compiled-class_discarded", 0) <= 5, r.message
     assert r.details["specializations"]["examples_reused"] == 29
 

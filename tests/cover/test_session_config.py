@@ -6,6 +6,7 @@ torch cannot be imported a second time into one process.
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -22,7 +23,19 @@ register(lambda x: -x, name="cover_session_config", module=__name__, inputs={"x"
 """
 
 
-def test_the_session_reads_its_options_and_hands_each_worker_its_part(pytester: pytest.Pytester) -> None:
+@pytest.fixture
+def modules_imported_by_the_configuration():
+    """Keeps what the configuration imported (triton, the compat layer) past pytester's restore of
+    ``sys.modules``: requested before ``pytester``, it is torn down after it.  Without it, later tests in
+    this process see a second triton (its ``@triton.jit`` raised "outside of the scope of a kernel")."""
+    imported: dict = {}
+    yield imported
+    for name, module in imported.items():
+        sys.modules.setdefault(name, module)
+
+
+def test_the_session_reads_its_options_and_hands_each_worker_its_part(
+        modules_imported_by_the_configuration: dict, pytester: pytest.Pytester) -> None:
     pytester.makepyfile(session_subjects=_SUBJECTS)
     pytester.makeconftest("def pytest_conformance_modules(config):\n    return ['session_subjects']\n")
     results = pytester.path / "out" / "r.json"
@@ -30,6 +43,7 @@ def test_the_session_reads_its_options_and_hands_each_worker_its_part(pytester: 
                                      "--conformance-seed=1234", "--conformance-device-label=lab-h200",
                                      "--conformance-shard=2/3", f"--conformance-results={results}",
                                      "--conformance-fresh")
+    modules_imported_by_the_configuration.update(sys.modules)
     session = config.pluginmanager.get_plugin("triton_conformance_session")
     assert isinstance(session, ConformanceSession)
     assert (session.device_label, session.shard, session.fresh) == ("lab-h200", Shard(2, 3), True)

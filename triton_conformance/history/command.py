@@ -110,7 +110,8 @@ def _flaky_lines(rows: list[dict[str, Any]]) -> list[str]:
             if r["false_positive_rate"] is not None else ""
         seen = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))
         lines.append(f"{'FLAGGED ' if r['flagged'] else ''}{r['cell']} on {r['device']}: {r['flips']} of "
-                     f"{r['runs']} runs flipped (rate {r['rate']:.3g}{declared}; {seen})")
+                     f"{r['runs']} runs flipped (rate {r['rate']:.3g}{declared}, p-value {r['p_value']:.2g} against "
+                     f"{r['level']:.2g}; {seen})")
     return lines
 
 

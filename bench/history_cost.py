@@ -1,31 +1,33 @@
-"""What the results history costs: recording a 400-cell run, and each ``history`` query over many runs.
+"""What the results history costs, before and after a change, side by side in one run: recording a 400-cell run
+(in the process, and in a fresh one as a run pays it), and each ``history`` query over many runs.
 
-    python bench/history_cost.py [--runs 10000] [--cells 400] [--devices 25] [--repeats 5]
-                                 [--postgres URL]   (default: $CONFORMANCE_TEST_POSTGRES_URL, if set)
+    python bench/history_cost.py [--runs 10000] [--cells 400] [--devices 25] [--repeats 3]
+                                 [--before REV] [--every] [--keep DIR]
 
 Synthetic data: ``--runs`` runs spread over ``--devices`` devices (a year of nightly runs over 25 devices is
-about 10,000), ``--cells`` cells each, a few of them failing or flipping.  It prints the median time to record
-one more run (the figure to hold against the main job's ~100 s: under 1 % is under 1 s), then the median of
-each query (trend, new, flaky over the last 50 runs of a device, slower, first-bad without git: the store part),
-on SQLite and, where a server is given, PostgreSQL.
+about 10,000), ``--cells`` cells each, a few of them failing or flipping; each commit is run twice per device,
+and the commits are real ones of a scratch git repository, so that ``first-bad`` orders them with git.
+
+The store is loaded once, by the package at ``--before`` (default ``main``: its schema, its indexes), and
+copied; the before package measures one copy, this checkout's the other (opening it upgrades the schema in
+place: that migration is timed too).  Each side runs in a process of its own, with only its package on the
+path.  SQLite only: the PostgreSQL figures in docs/history.md are the previous benchmark's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from triton_conformance.history import queries  # noqa: E402
-from triton_conformance.history.schema import cells, runs  # noqa: E402
-from triton_conformance.history.store import HistoryStore  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _document(n: int, seed: int, device: str) -> dict:
@@ -41,26 +43,38 @@ def _document(n: int, seed: int, device: str) -> dict:
                             "torch": "2.11", "triton": "3.6", "python": "3.11"}, "results": results}
 
 
-def _fill(store: HistoryStore, n_runs: int, n_cells: int, n_devices: int) -> None:
-    """Bulk-load synthetic runs (the same rows a record() writes, inserted in batches)."""
-    from triton_conformance.history.store import _cell_row
+def _scratch_repo(path: str, count: int) -> list[str]:
+    """A git repository of ``count`` empty commits in a line (git fast-import: a second for thousands)."""
+    subprocess.run(["git", "init", "-q", path], check=True)
+    stream = "".join(f"commit refs/heads/main\nmark :{i + 1}\ncommitter b <b@b> {1700000000 + i} +0000\n"
+                     f"data 2\nc\n" + (f"from :{i}\n" if i else "") + "\n" for i in range(count))
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=path, input=stream, text=True, check=True)
+    subprocess.run(["git", "checkout", "-q", "main"], cwd=path, check=True)
+    return subprocess.run(["git", "rev-list", "--reverse", "main"], cwd=path, capture_output=True, text=True,
+                          check=True).stdout.split()
 
-    base = _document(n_cells, 0, "d0")["results"]
-    batch = 50
-    for start in range(0, n_runs, batch):
-        with store.engine.begin() as conn:
-            run_rows = [{"commit": f"commit{(i // n_devices) // 2}", "device": f"d{i % n_devices}",
-                         "started": 1.7e9 + i * 3600, "ended": 1.7e9 + i * 3600 + 100, "complete": True,
-                         "cells": n_cells, "failing": 1 if i % 7 == 0 else 0, "profile": "nightly"}
-                        for i in range(start, min(n_runs, start + batch))]
-            ids = [conn.execute(runs.insert().values(**r).returning(runs.c.id)).scalar_one() for r in run_rows]
-            rows = []
-            for run_id in ids:
-                for j, r in enumerate(base):
-                    row = _cell_row(run_id, r)
-                    row["outcome"] = "wrong" if (run_id * 31 + j) % 97 == 0 else "honoured"
-                    rows.append(row)
-            conn.execute(cells.insert(), rows)
+
+def _fill(url: str, args: argparse.Namespace, commits: list[str]) -> None:
+    """Bulk-load synthetic runs through the driver (the columns every schema version has)."""
+    from triton_conformance.history.store import HistoryStore
+
+    base = _document(args.cells, 0, "d0")["results"]
+    cols = ("run_id", "subject", "cell", "outcome", "finding", "message", "examples", "duration_s", "compiles")
+    with HistoryStore(url) as store:
+        for start in range(0, args.runs, 100):
+            with store.engine.begin() as conn:
+                mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+                run_rows = [(commits[(i // args.devices) // 2], f"d{i % args.devices}", 1.7e9 + i * 3600,
+                             1.7e9 + i * 3600 + 100, True, args.cells, 1 if i % 7 == 0 else 0, "nightly")
+                            for i in range(start, min(args.runs, start + 100))]
+                ids = [conn.exec_driver_sql(
+                    'INSERT INTO runs ("commit", device, started, ended, complete, cells, failing, profile) '
+                    f"VALUES ({', '.join([mark] * 8)}) RETURNING id", row).scalar_one() for row in run_rows]
+                rows = [(run_id, r["subject"], r["cell"], "wrong" if (run_id * 31 + j) % 97 == 0 else "honoured",
+                         None, r["message"], r["examples"], r["duration_s"], r["compiles"])
+                        for run_id in ids for j, r in enumerate(base)]
+                conn.exec_driver_sql(f"INSERT INTO cells ({', '.join(cols)}) VALUES ({', '.join([mark] * len(cols))})",
+                                     rows)
 
 
 def _median(fn, repeats: int) -> float:  # noqa: ANN001
@@ -72,44 +86,73 @@ def _median(fn, repeats: int) -> float:  # noqa: ANN001
     return statistics.median(times)
 
 
-def bench(url: str, name: str, args: argparse.Namespace) -> None:
-    with HistoryStore(url) as store:
-        t = time.perf_counter()
-        _fill(store, args.runs, args.cells, args.devices)
-        print(f"{name}: loaded {args.runs} runs x {args.cells} cells in {time.perf_counter() - t:.1f} s", flush=True)
-        seeds = iter(range(1, 10**6))
-        record = _median(lambda: store.record(_document(args.cells, next(seeds), "d0"), git={"commit": "x"}),
-                         args.repeats)
-        print(f"{name}: record one {args.cells}-cell run: median {record * 1000:.0f} ms "
-              f"({record / 100 * 100:.2f} % of a 100 s main job)", flush=True)
-        from triton_conformance.history.section import history_section
+# What a run pays in all, in a fresh process: import SQLAlchemy, open the store, record, the history section.
+CHILD = ("import sys, time; t = time.perf_counter(); sys.path[:0] = [sys.argv[2], sys.argv[3]]; "
+         "from history_cost import _document; "
+         "from triton_conformance.history.store import HistoryStore; "
+         "from triton_conformance.history.section import history_section; "
+         "s = HistoryStore(sys.argv[1]); i = s.record(_document(int(sys.argv[4]), 99, 'd0')); "
+         "history_section(s, i, 'd0'); print(time.perf_counter() - t)")
 
-        # What a run pays in all, in a fresh process: import SQLAlchemy, open the store, record, the section.
-        child = ("import sys, time; t = time.perf_counter(); sys.path.insert(0, sys.argv[2]); "
-                 "from bench.history_cost import _document; "
-                 "from triton_conformance.history.store import HistoryStore; "
-                 "from triton_conformance.history.section import history_section; "
-                 "s = HistoryStore(sys.argv[1]); i = s.record(_document(int(sys.argv[3]), 99, 'd0')); "
-                 "history_section(s, i, 'd0'); print(time.perf_counter() - t)")
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        whole = statistics.median(float(subprocess.run([sys.executable, "-c", child, url, root, str(args.cells)],
-                                                       capture_output=True, text=True, check=True).stdout)
-                                  for _ in range(args.repeats))
-        print(f"{name}: a fresh process importing SQLAlchemy, opening the store, recording a {args.cells}-cell run "
-              f"and computing its history section: median {whole * 1000:.0f} ms ({whole:.2f} % of a 100 s job)",
-              flush=True)
 
-        last = queries.latest_run(store, "d0")["id"]
-        for label, fn in (
-                ("trend subject0[cell3] -n 10", lambda: queries.trend(store, "subject0[cell3]", last=10)),
-                ("trend subject0 -n 10 (25 cells)", lambda: queries.trend(store, "subject0", last=10)),
-                ("new --device d0", lambda: queries.new_since_green(store, device="d0")),
-                ("flaky --device d0 -n 50", lambda: queries.flaky(store, device="d0", last=50)),
-                ("flaky -n 500 (the command's default)", lambda: queries.flaky(store, last=500)),
-                *((("flaky -n 0 (every run, every device)", lambda: queries.flaky(store)),) if args.every else ()),
-                ("slower --device d0", lambda: queries.slower(store, device="d0")),
-                ("the results document's history section", lambda: history_section(store, last, "d0"))):
-            print(f"{name}: {label}: median {_median(fn, args.repeats) * 1000:.0f} ms", flush=True)
+def _measure(url: str, args: argparse.Namespace, repo: str) -> dict[str, float]:
+    """Seconds per figure, with the package on the path (the side this process measures)."""
+    from triton_conformance.history import queries
+    from triton_conformance.history.bisect import first_bad
+    from triton_conformance.history.section import history_section
+    from triton_conformance.history.store import HistoryStore
+
+    try:  # after: the flake count has a module of its own; before: it was in queries
+        from triton_conformance.history.flakes import flaky
+    except ImportError:
+        flaky = queries.flaky
+    out = {}
+    t = time.perf_counter()
+    store = HistoryStore(url)
+    out["open the store (after: the upgrade to schema 3, once)"] = time.perf_counter() - t
+    out["open the store again"] = _median(lambda: HistoryStore(url).close(), args.repeats)
+    seeds = iter(range(1, 10**6))
+    out["record one run (store open)"] = _median(
+        lambda: store.record(_document(args.cells, next(seeds), "d0"), git={"commit": "x"}), args.repeats)
+    out["a fresh process: import, open, record, the section"] = statistics.median(
+        float(subprocess.run([sys.executable, "-c", CHILD, url, sys.path[0], os.path.join(ROOT, "bench"),
+                              str(args.cells)], capture_output=True, text=True, check=True).stdout)
+        for _ in range(args.repeats))
+    last = queries.latest_run(store, "d0")["id"]
+    cell = "subject0[cell3]"
+    figures = [
+        ("trend subject0[cell3] -n 10", lambda: queries.trend(store, cell, last=10)),
+        ("trend subject0 -n 10 (25 cells)", lambda: queries.trend(store, "subject0", last=10)),
+        ("new", lambda: queries.new_since_green(store)),
+        ("new --device d0", lambda: queries.new_since_green(store, device="d0")),
+        ("flaky --device d0 -n 50", lambda: flaky(store, device="d0", last=50)),
+        ("flaky -n 50 (every device)", lambda: flaky(store, last=50)),
+        ("flaky -n 500 (before: the newest 500 in all; after: per device) [once]", lambda: flaky(store, last=500)),
+        *((("flaky -n 0 (every run, every device) [once]", lambda: flaky(store, last=None)),) if args.every else ()),
+        ("slower --device d0", lambda: queries.slower(store, device="d0")),
+        ("slower (every device)", lambda: queries.slower(store)),
+        (f"first-bad {cell} (git order of {args.runs // args.devices // 2} commits)",
+         lambda: first_bad(store, cell, repo, device="d0", workdir=os.path.join(repo, ".conformance"))),
+        ("the results document's history section", lambda: history_section(store, last, "d0"))]
+    for label, fn in figures:
+        out[label] = _median(fn, 1 if label.endswith("[once]") else args.repeats)  # the slow ones: once
+        print(f"  {label}: {out[label] * 1000:.0f} ms", file=sys.stderr, flush=True)
+    store.close()
+    return out
+
+
+def _side(role: str, package: str, url: str, args: argparse.Namespace, extra: list[str]) -> dict | None:
+    argv = [sys.executable, os.path.abspath(__file__), "--role", role, "--package", package, "--url", url,
+            "--runs", str(args.runs), "--cells", str(args.cells), "--devices", str(args.devices),
+            "--repeats", str(args.repeats), *(["--every"] if args.every else []), *extra]
+    out = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=True, env={**os.environ, "PYTHONPATH": ""})
+    return json.loads(out.stdout) if out.stdout.strip() else None
+
+
+def _copy(src: str, dst: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(src + suffix):
+            shutil.copyfile(src + suffix, dst + suffix)
 
 
 def main() -> None:
@@ -117,27 +160,58 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10000)
     parser.add_argument("--cells", type=int, default=400)
     parser.add_argument("--devices", type=int, default=25)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--postgres", default=os.environ.get("CONFORMANCE_TEST_POSTGRES_URL"))
-    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--before", default="main", help="the revision measured as 'before' [default: main]")
     parser.add_argument("--every", action="store_true",
-                        help="also flaky over every recorded run (83 s on SQLite at 10,000 runs here)")
+                        help="also flaky over every recorded run (83 s before, on SQLite at 10,000 runs here)")
+    parser.add_argument("--keep", default=None, help="work in this directory and leave it (else a temporary one)")
+    parser.add_argument("--role", choices=("fill", "measure"), default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--package", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--repo", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not args.no_sqlite:
-        with tempfile.TemporaryDirectory() as tmp:
-            bench(f"sqlite:///{tmp}/history.sqlite", "sqlite", args)
-    if args.postgres:
-        import sqlalchemy as sa
-
-        db = f"bench_{random.randrange(10**8)}"
-        admin = sa.create_engine(args.postgres, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE {db}")
-        try:
-            bench(args.postgres.rsplit("/", 1)[0] + f"/{db}", "postgresql", args)
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    if args.role:  # one side, in its own process: only its package on the path
+        sys.path[:0] = [args.package, os.path.join(ROOT, "bench")]
+        commits = subprocess.run(["git", "rev-list", "--reverse", "main"], cwd=args.repo, capture_output=True,
+                                 text=True, check=True).stdout.split()
+        if args.role == "fill":
+            _fill(args.url, args, commits)
+        else:
+            print(json.dumps(_measure(args.url, args, args.repo)))
+        return
+    work = args.keep or tempfile.mkdtemp(prefix="history-cost.")
+    os.makedirs(work, exist_ok=True)
+    before = os.path.join(work, "before")
+    shutil.rmtree(before, ignore_errors=True)
+    os.makedirs(before)
+    archive = subprocess.run(["git", "archive", args.before, "triton_conformance"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
+    repo = os.path.join(work, "repo")
+    shutil.rmtree(repo, ignore_errors=True)
+    _scratch_repo(repo, max(1, args.runs // args.devices // 2 + 1))
+    loaded = os.path.join(work, "loaded.sqlite")
+    if not os.path.exists(loaded):
+        t = time.perf_counter()
+        _side("fill", before, f"sqlite:///{loaded}", args, ["--repo", repo])
+        print(f"loaded {args.runs} runs x {args.cells} cells with {args.before}'s schema in "
+              f"{time.perf_counter() - t:.0f} s", flush=True)
+    figures = {}
+    for name, package in ((f"before ({args.before})", before), ("after (this checkout)", ROOT)):
+        copy = os.path.join(work, f"{name.split()[0]}.sqlite")
+        _copy(loaded, copy)
+        print(f"{name}:", file=sys.stderr, flush=True)
+        figures[name] = _side("measure", package, f"sqlite:///{copy}", args, ["--repo", repo])
+        os.remove(copy)
+    (b, before_fig), (a, after_fig) = figures.items()
+    width = max(len(k) for k in after_fig)
+    print(f"\nSQLite, {args.runs} runs x {args.cells} cells over {args.devices} devices; median of {args.repeats}, ms")
+    print(f"{'':<{width}}  {'before':>9}  {'after':>9}")
+    for label in after_fig:
+        old = before_fig.get(label)
+        print(f"{label:<{width}}  {'' if old is None else f'{old * 1000:9.0f}':>9}  {after_fig[label] * 1000:9.0f}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

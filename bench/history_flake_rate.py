@@ -4,10 +4,12 @@
 
 Records up to ``--runs`` runs (or as many as fit in ``--minutes``) of only the stochastic cells of the
 stochastic kernels under test, each at a fresh seed, on the interpreter, in one history store at one commit.
-Then prints, from ``history flaky --all``, each cell's failing runs, its observed flake rate, and its declared
-false-positive rate (the model's alpha split by Bonferroni, per cell), with the one-sided 95 % upper bound on
-the observed rate (3/N when no run failed): the claim holds when no cell is flagged and each observed rate is
-consistent with its declared one.  A correct kernel with alpha 1e-6 per subject run should fail no run.
+Then prints, from ``history flaky --all -n 0``, each cell's flips (failing runs, when most runs pass), its
+observed rate, its declared false-positive rate (the model's alpha split by Bonferroni, per cell), the
+one-sided binomial p-value of the count under that rate and the level it is tested at (0.01 over the cells
+tested), with the one-sided 95 % upper bound on the observed rate (3/N when no run failed): the claim holds
+when no cell is flagged.  A correct kernel with alpha 1e-6 per subject run should fail no run.
+``--runs 0`` records nothing and reports on the ``--history`` given (a store an earlier run filled).
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def main() -> None:
             code = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True).returncode
         took.append(time.time() - t)
         print(f"run {i + 1}: seed {seed}, exit {code}, {took[-1]:.1f} s", flush=True)
-    print(f"{len(took)} runs of {len(cells)} stochastic cells, median {statistics.median(took):.1f} s a run")
+    if took:
+        print(f"{len(took)} runs of {len(cells)} stochastic cells, median {statistics.median(took):.1f} s a run")
     out = subprocess.run([sys.executable, "-m", "triton_conformance.cli", "history", "flaky", "--all", "-n", "0",
                           "--history", history, "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
     rows = json.loads(out.stdout)
@@ -76,6 +79,7 @@ def main() -> None:
         print(f"{r['cell']}: {r['flips']} of {r['runs']} runs flipped, observed rate {r['rate']:.3g}"
               + (f" (95 % upper bound {bound:.3g})" if bound is not None else "")
               + (f", declared false-positive rate {declared:.3g}" if declared is not None else ", no declared rate")
+              + f", p-value {r['p_value']:.3g} against level {r['level']:.3g}"
               + (", FLAGGED" if r["flagged"] else ""))
     print(f"flagged: {sum(r['flagged'] for r in rows)} of {len(rows)} cells")
 

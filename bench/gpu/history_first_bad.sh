@@ -8,23 +8,29 @@
 # vector-add subject at commit A (a nightly run on cuda: nightly profile, one worker; the ci profile on the
 # interpreter), then commit B drops the store's mask in kernels_under_test/vector_add.py (the last block
 # writes past the output), run 2, then `triton-conformance history first-bad` on the first cell that failed.
-# WHEEL_DIR: where SQLAlchemy's wheel is, for a machine without network (pip install --no-index from it).
+# WHEEL_DIR (default: .whl in this checkout): SQLAlchemy's wheel, for a machine without network, where the
+# Python in hand lacks it: installed with pip --no-index --no-deps into /tmp/site (its one dependency,
+# typing_extensions, comes with torch), and put on PYTHONPATH.
 # Prints the two runs' summary lines, the first-bad answer, and "FIRST-BAD OK: <commit B>" if it names B.
 set -u
 DEVICE=${1:-cuda}
-WHEELS=${2:-}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+WHEELS=${2:-$SRC/.whl}
 PY=${PYTHON:-python3}
+SITE=
 if ! $PY -c "import sqlalchemy" 2>/dev/null; then
-    [ -n "$WHEELS" ] || { echo "SQLAlchemy is not installed: give a wheel directory"; exit 2; }
-    $PY -m pip install --quiet --no-index --find-links "$WHEELS" SQLAlchemy || exit 2
+    ls "$WHEELS"/sqlalchemy-*.whl >/dev/null 2>&1 || { echo "SQLAlchemy is not installed and $WHEELS has no wheel of it"; exit 2; }
+    SITE=/tmp/site
+    $PY -m pip install --quiet --no-index --no-deps --target "$SITE" "$WHEELS"/sqlalchemy-*.whl || exit 2
 fi
+START=$(date +%s)
 WORK=$(mktemp -d /tmp/history-first-bad.XXXXXX)
 mkdir "$WORK/repo"
 (cd "$SRC" && tar --exclude=.git --exclude=.tox --exclude=.conformance --exclude=conformance-results \
-    --exclude=__pycache__ --exclude=.gpusnap -cf - .) | (cd "$WORK/repo" && tar -xf -)
+    --exclude=__pycache__ --exclude=.gpusnap --exclude=.whl --exclude=.hypothesis --exclude=.pytest_cache \
+    --exclude=.ruff_cache -cf - .) | (cd "$WORK/repo" && tar -xf -)
 cd "$WORK/repo" || exit 2
-export GIT_CEILING_DIRECTORIES=$WORK PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export GIT_CEILING_DIRECTORIES=$WORK PYTHONPATH=$PWD${SITE:+:$SITE}${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 git() { command git -c user.name=bench -c user.email=bench@localhost "$@"; }
 git init -q && git add -A && git commit -qm "A: the checkout as it is"
 A=$(git rev-parse HEAD)
@@ -61,4 +67,5 @@ echo "== history first-bad $CELL"
 OUTPUT=$($PY -m triton_conformance.cli history first-bad "$CELL")
 echo "$OUTPUT"
 echo "(A = $A, B = $B)"
+echo "(took $(( $(date +%s) - START )) s)"
 if echo "$OUTPUT" | grep -q "first bad commit $B"; then echo "FIRST-BAD OK: $B"; else echo "FIRST-BAD WRONG"; exit 1; fi

@@ -20,7 +20,7 @@ ALLOWED = {
     "strategies": {"strategies", "model"},
     "oracles": {"oracles", "model"},
     "reports": {"reports", "model"},
-    "history": {"history", "model"},
+    "history": {"history", "model", "oracles"},  # oracles: the binomial tail that judges a flake count
     "compat": {"compat", "model"},
     "conformance": {"conformance", "model", "strategies", "oracles", "compat"},
     "workers": {"workers", "conformance", "model", "strategies", "oracles", "compat"},

@@ -10,6 +10,7 @@ import pytest
 
 from triton_conformance.history import queries
 from triton_conformance.history.bisect import first_bad
+from triton_conformance.history.flakes import flaky
 from triton_conformance.history.section import history_section
 from triton_conformance.history.store import HistoryStore
 
@@ -56,19 +57,21 @@ def test_trend_lists_the_last_runs_oldest_first(store: HistoryStore) -> None:
     assert set(queries.trend(store, "a", last=2)["cells"]) == {"a[x]", "a[y]"}
 
 
-def test_flaky_counts_flips_at_one_commit_and_flags_a_stochastic_rate_above_its_declared_one(
+def test_flaky_counts_flips_at_one_commit_and_flags_a_stochastic_rate_improbable_under_its_declared_one(
         store: HistoryStore) -> None:
     stochastic = {"d|rate": {"alpha_check": 0.01, "tests": [{}, {}]}}  # declared rate 0.02
     for i in range(10):
-        store.record(_doc({"a|x": "wrong" if i == 3 else "honoured", "d|rate": "wrong" if i < 2 else "honoured",
+        store.record(_doc({"a|x": "wrong" if i == 3 else "honoured", "d|rate": "wrong" if i < 4 else "honoured",
                            "a|y": "honoured"}, details=stochastic), git={"commit": "same"}, started=i)
     store.record(_doc({"a|y": "wrong"}), git={"commit": "other"}, started=20)  # alone at its commit: no flake
-    rows = {r["cell"]: r for r in queries.flaky(store)}
+    rows = {r["cell"]: r for r in flaky(store)}
     assert set(rows) == {"a[x]", "d[rate]"}
     assert (rows["a[x]"]["flips"], rows["a[x]"]["runs"], rows["a[x]"]["flagged"]) == (1, 10, True)
+    assert rows["a[x]"]["outcomes"] == {"honoured": 9, "wrong": 1}
     assert rows["d[rate]"]["false_positive_rate"] == pytest.approx(0.02)
-    assert rows["d[rate]"]["rate"] == pytest.approx(0.2) and rows["d[rate]"]["flagged"]
-    everything = {r["cell"] for r in queries.flaky(store, include_stable=True)}
+    # 4 of 10 at 0.02: P(X >= 4) = sum_k C(10, k) 0.02^k 0.98^(10-k), about 3.05e-5
+    assert rows["d[rate]"]["p_value"] == pytest.approx(3.05e-5, rel=0.01) and rows["d[rate]"]["flagged"]
+    everything = {r["cell"] for r in flaky(store, include_stable=True)}
     assert "a[y]" in everything
 
 
@@ -77,8 +80,44 @@ def test_a_stochastic_cell_flipping_at_its_declared_rate_is_not_flagged(store: H
     for i in range(20):
         store.record(_doc({"d|rate": "wrong" if i == 0 else "honoured"}, details=declared),
                      git={"commit": "same"}, started=i)
-    (row,) = queries.flaky(store)
-    assert row["rate"] == pytest.approx(0.05) and not row["flagged"]
+    (row,) = flaky(store)
+    assert row["rate"] == pytest.approx(0.05) and row["p_value"] == 1.0 and not row["flagged"]
+
+
+def test_one_flip_in_50_runs_is_no_flag_when_the_declared_rate_makes_it_plausible(store: HistoryStore) -> None:
+    # The rate 1/50 is 20 x the declared 1e-3, but P(at least 1 of 50) = 1 - 0.999^50 = 0.049: not improbable.
+    declared = {"d|rate": {"alpha_check": 1e-3, "tests": [{}]}}
+    for i in range(50):
+        store.record(_doc({"d|rate": "wrong" if i == 7 else "honoured"}, details=declared),
+                     git={"commit": "same"}, started=i)
+    (row,) = flaky(store)
+    assert (row["flips"], row["runs"]) == (1, 50) and row["p_value"] == pytest.approx(1 - 0.999 ** 50)
+    assert not row["flagged"]
+
+
+def test_the_flag_level_is_split_over_the_stochastic_cells_tested(store: HistoryStore) -> None:
+    # 3 of 10 at a declared 0.02: p = 8.6e-4, below 0.01 alone, above 0.01 / 20 among 20 stochastic cells.
+    names = ["d|rate"] + [f"e|c{i}" for i in range(19)]
+    declared = {n: {"alpha_check": 0.02, "tests": [{}]} for n in names}
+    for i in range(10):
+        store.record(_doc({n: "wrong" if n == "d|rate" and i < 3 else "honoured" for n in names},
+                          details=declared), git={"commit": "same"}, started=i)
+    (alone,) = flaky(store, names=["d"])
+    assert alone["p_value"] == pytest.approx(8.64e-4, rel=0.01) and alone["flagged"]
+    (among,) = flaky(store)
+    assert among["level"] == pytest.approx(0.01 / 20) and not among["flagged"]
+
+
+def test_the_flake_window_is_each_devices_newest_runs(store: HistoryStore) -> None:
+    for i, outcome in enumerate(["wrong", "honoured", "honoured", "honoured"]):
+        store.record(_doc({"a|x": outcome}), git={"commit": "same"}, started=i)
+    store.record(_doc({"a|x": "wrong"}, device="H200"), git={"commit": "same"}, started=0)
+    store.record(_doc({"a|x": "honoured"}, device="H200"), git={"commit": "same"}, started=1)
+    assert {(r["device"], r["runs"]) for r in flaky(store, last=None)} == {("interpreter", 4), ("H200", 2)}
+    # the interpreter's oldest run (its only flip) is out of its window of 3; H200's 2 are both in
+    assert [(r["device"], r["runs"], r["flips"]) for r in flaky(store, last=3)] == [("H200", 2, 1)]
+    with pytest.raises(ValueError, match=r"level=1.5, expected a probability"):
+        flaky(store, level=1.5)
 
 
 def test_slower_finds_a_duration_or_compile_count_past_the_threshold(store: HistoryStore) -> None:

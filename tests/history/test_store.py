@@ -92,6 +92,7 @@ V1 = [  # version 1's tables, as that release created them (written out here: th
     "subject VARCHAR(255) NOT NULL, cell VARCHAR(255) NOT NULL, outcome VARCHAR(32) NOT NULL, "
     "finding VARCHAR(128), message TEXT, shrunk_dims TEXT, examples INTEGER, duration_s FLOAT, compiles INTEGER, "
     "expected_failure TEXT)",
+    "CREATE INDEX cells_by_run ON cells (run_id)",
     'INSERT INTO runs ("commit", branch, dirty, device, backend, compat, gpu_name, driver, torch, triton, python, '
     "profile, seed, shard, started, ended, complete, cells, failing) VALUES ('abc', 'main', false, 'interpreter', 'interpreter', NULL, NULL, NULL, NULL, "
     "NULL, NULL, 'ci', NULL, NULL, 1.0, 2.0, true, 1, 1)",
@@ -112,7 +113,9 @@ def test_a_version_1_database_is_upgraded_in_place_with_its_rows(store_url: str)
     with HistoryStore(store_url) as store:
         assert store.upgraded_from == 1
         with store.engine.connect() as conn:
-            assert conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'version'").scalar() == "2"
+            assert conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'version'").scalar() == "3"
+            indexes = {i["name"] for i in sa.inspect(conn).get_indexes("cells")}
+            assert {"cells_by_run_cell", "cells_by_name"} <= indexes and "cells_by_run" not in indexes
             kept = conn.exec_driver_sql("SELECT subject, cell, outcome, finding, precision_verdict FROM cells").all()
         assert [tuple(r) for r in kept] == [("add", "memory", "unsafe", "oob-write", None)]
         store.record({"environment": {"device": "interpreter"}, "results": [
@@ -123,7 +126,7 @@ def test_a_version_1_database_is_upgraded_in_place_with_its_rows(store_url: str)
                 == "within-bound"
             assert conn.exec_driver_sql("SELECT script FROM reproducers").scalar() == "print(2)"
     with HistoryStore(store_url) as again:
-        assert again.upgraded_from == 2  # opened once more: nothing to do
+        assert again.upgraded_from == 3  # opened once more: nothing to do
 
 
 def test_a_newer_database_is_refused_in_one_line(tmp_path) -> None:  # noqa: ANN001
@@ -135,5 +138,5 @@ def test_a_newer_database_is_refused_in_one_line(tmp_path) -> None:  # noqa: ANN
     with engine.begin() as conn:
         conn.exec_driver_sql("UPDATE meta SET value = '99' WHERE key = 'version'")
     engine.dispose()
-    with pytest.raises(HistoryError, match=r"version=99, newer than this triton-conformance's 2"):
+    with pytest.raises(HistoryError, match=r"version=99, newer than this triton-conformance's 3"):
         HistoryStore(url)

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from triton_conformance.history.location import DEFAULT_PATH, HistoryError
+from triton_conformance.history.location import DEFAULT_PATH, FLAKE_LEVEL, FLAKE_RUNS, HistoryError
 from triton_conformance.model.outcomes import OUTCOME_TABLE
 from triton_conformance.options import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -43,8 +43,11 @@ def add_history_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - a
     flaky = verb("flaky", "cells whose outcome differs between runs at the same commit and device")
     flaky.add_argument("--all", action="store_true", dest="include_stable",
                        help="also the cells that never flipped (to compare a stochastic cell's rate)")
-    flaky.add_argument("-n", "--last", type=int, default=500,
-                       help="only the newest N runs (0: every recorded run) [default: 500]")
+    flaky.add_argument("-n", "--last", type=int, default=FLAKE_RUNS,
+                       help=f"only each device's newest N runs (0: every recorded run) [default: {FLAKE_RUNS}]")
+    flaky.add_argument("--level", type=float, default=FLAKE_LEVEL,
+                       help="flag a cell whose flip count has a binomial p-value, under its declared rate, below "
+                            f"LEVEL / the stochastic cells tested [default: {FLAKE_LEVEL}]")
     first = verb("first-bad", "the commit where a cell turned red, in git order, and a git bisect run line "
                  "that replays its stored reproducer between the last good commit and that one")
     first.add_argument("cell", metavar="SUBJECT[CELL]")
@@ -107,7 +110,8 @@ def _flaky_lines(rows: list[dict[str, Any]]) -> list[str]:
             if r["false_positive_rate"] is not None else ""
         seen = ", ".join(f"{k} {v}" for k, v in sorted(r["outcomes"].items()))
         lines.append(f"{'FLAGGED ' if r['flagged'] else ''}{r['cell']} on {r['device']}: {r['flips']} of "
-                     f"{r['runs']} runs flipped (rate {r['rate']:.3g}{declared}; {seen})")
+                     f"{r['runs']} runs flipped (rate {r['rate']:.3g}{declared}, p-value {r['p_value']:.2g} against "
+                     f"{r['level']:.2g}; {seen})")
     return lines
 
 
@@ -151,6 +155,7 @@ def history_command(args: argparse.Namespace) -> int:
             raise HistoryError(f"{where}={value!r}: no history database there (a run records one)")
         from triton_conformance.history import queries
         from triton_conformance.history.bisect import first_bad
+        from triton_conformance.history.flakes import flaky
         from triton_conformance.history.store import HistoryStore
 
         with HistoryStore(url) as store:
@@ -162,8 +167,8 @@ def history_command(args: argparse.Namespace) -> int:
                 out = queries.new_since_green(store, device=args.device)
                 lines, code = _new_lines(out), EXIT_FAILED if out["new_failures"] else EXIT_OK
             elif verb == "flaky":
-                out = queries.flaky(store, device=args.device, include_stable=args.include_stable,
-                                 last=args.last or None)
+                out = flaky(store, device=args.device, include_stable=args.include_stable,
+                            last=args.last or None, level=args.level)
                 lines, code = _flaky_lines(out), EXIT_OK
             elif verb == "first-bad":
                 out = first_bad(store, args.cell, os.getcwd(), device=args.device)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DEFAULT_PATH", "OFF", "HistoryError", "history_url", "shown"]
+__all__ = ["DEFAULT_PATH", "FLAKE_LEVEL", "FLAKE_RUNS", "OFF", "HistoryError", "history_url", "shown"]
 
 DEFAULT_PATH = ".conformance/history.sqlite"
 OFF = ("none", "off")
+# The flake count's defaults (:mod:`.flakes`), here so that the CLI's parser needs no SQLAlchemy:
+FLAKE_RUNS = 50  # the window: each device's newest runs that a flake count looks at
+FLAKE_LEVEL = 0.01  # the family-wise level of the flagging, split over the stochastic cells tested
 
 
 class HistoryError(ValueError):

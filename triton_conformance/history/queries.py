@@ -1,12 +1,11 @@
-"""What the history answers: a cell's trend, what is new since the last green run, flake rates and time
-regressions.  Each query reads complete runs only and returns plain dicts (the CLI prints them, or their
-JSON).  The first bad commit, which needs git, is in :mod:`.bisect`.
+"""What the history answers: a cell's trend, what is new since the last green run and time regressions.  Each query reads complete runs only and returns plain dicts (the CLI prints them, or their
+JSON).  Flake rates are in :mod:`.flakes`; the first bad commit, which needs git, is in :mod:`.bisect`.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,7 +15,7 @@ from triton_conformance.history.store import HistoryStore, is_failing
 from triton_conformance.model.cells import cell_id, split_cell_id
 from triton_conformance.model.outcomes import PASSING
 
-__all__ = ["RUN_FIELDS", "cell_filter", "flaky", "latest_run", "new_since_green", "run_cells", "slower", "trend"]
+__all__ = ["RUN_FIELDS", "cell_filter", "latest_run", "new_since_green", "run_cells", "slower", "trend"]
 
 RUN_FIELDS = ("id", "commit", "branch", "dirty", "device", "started", "profile", "seed", "failing", "cells")
 
@@ -68,7 +67,8 @@ def trend(store: HistoryStore, name: str, *, last: int = 10, device: str | None 
         where = [runs.c.device == device] if device else []
         chosen = [] if every_cell else [cell_filter(name)]
         if chosen:
-            where.append(runs.c.id.in_(sa.select(cells.c.run_id).where(*chosen).distinct().scalar_subquery()))
+            # newest first, probing each run's cells (the index cells_by_run_cell) until ``last`` have it
+            where.append(sa.exists().where(cells.c.run_id == runs.c.id, *chosen))
         recent = list(reversed(_runs(conn, *where, limit=last)))
         rows = run_cells(conn, [r["id"] for r in recent], *chosen)
     column = {r["id"]: i for i, r in enumerate(recent)}
@@ -118,60 +118,6 @@ def new_since_green(store: HistoryStore, *, device: str | None = None, run_id: i
         elif old is not None and cur["outcome"] not in PASSING and (old["outcome"], old["finding"]) != \
                 (cur["outcome"], cur["finding"]):
             out["changed_findings"].append(entry(name))
-    return out
-
-
-def flaky(store: HistoryStore, *, device: str | None = None, names: list[str] | None = None,
-          include_stable: bool = False, last: int | None = None) -> list[dict[str, Any]]:
-    """Cells whose outcome differs between runs at the same commit and device.
-
-    Each row: cell, device, ``runs`` (runs at a commit recorded more than once), ``flips`` (of those, the
-    runs whose outcome differs from the commit's most common one), ``rate`` = flips / runs, the outcomes
-    seen, the declared ``false_positive_rate`` of a stochastic cell, and ``flagged``: a deterministic cell
-    that flips at all, or a stochastic one whose rate is above its declared one.  ``include_stable``: the
-    cells that never flipped too (for comparing a stochastic cell's rate with its declared one);
-    ``last``: only each device's newest ``last`` runs.
-    """
-    with store.engine.connect() as conn:
-        where = [runs.c.complete.is_(True)] + ([runs.c.device == device] if device else [])
-        if last is not None:
-            where.append(runs.c.id.in_([r["id"] for r in _runs(conn, *where[1:], limit=last)]))
-        repeated = sa.select(runs.c.device, runs.c.commit).where(*where) \
-            .group_by(runs.c.device, runs.c.commit).having(sa.func.count() > 1).subquery()
-        if names:
-            where.append(sa.or_(*(cell_filter(n) for n in names)))
-        query = (sa.select(cells.c.subject, cells.c.cell, runs.c.device, runs.c.commit, cells.c.outcome,
-                           sa.func.count().label("n"), sa.func.max(cells.c.false_positive_rate).label("fpr"))
-                 .select_from(cells.join(runs, cells.c.run_id == runs.c.id)
-                              .join(repeated, sa.and_(repeated.c.device == runs.c.device,
-                                                      repeated.c.commit == runs.c.commit)))
-                 .where(*where)
-                 .group_by(cells.c.subject, cells.c.cell, runs.c.device, runs.c.commit, cells.c.outcome))
-        groups: dict[tuple, Counter] = defaultdict(Counter)
-        rates: dict[tuple, float | None] = {}
-        for row in conn.execute(query):
-            key = (row.subject, row.cell, row.device)
-            groups[key + (row.commit,)][row.outcome] += row.n
-            if row.fpr is not None:
-                rates[key] = max(rates.get(key) or 0.0, row.fpr)
-    totals: dict[tuple, dict[str, Any]] = {}
-    for (subject, cell, dev, _commit), seen in groups.items():
-        total = totals.setdefault((subject, cell, dev), {"runs": 0, "flips": 0, "outcomes": Counter()})
-        n = sum(seen.values())
-        if n < 2:
-            continue
-        total["runs"] += n
-        total["flips"] += n - max(seen.values())
-        total["outcomes"].update(seen)
-    out = []
-    for (subject, cell, dev), total in sorted(totals.items()):
-        if total["runs"] == 0 or (total["flips"] == 0 and not include_stable):
-            continue
-        fpr = rates.get((subject, cell, dev))
-        rate = total["flips"] / total["runs"]
-        out.append({"cell": cell_id(subject, cell), "device": dev, "runs": total["runs"], "flips": total["flips"],
-                    "rate": rate, "outcomes": dict(total["outcomes"]), "false_positive_rate": fpr,
-                    "flagged": rate > fpr if fpr is not None else total["flips"] > 0})
     return out
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance.history.queries import flaky, new_since_green, trend
+from triton_conformance.history.flakes import FLAKE_RUNS, flaky
+from triton_conformance.history.queries import new_since_green, trend
 from triton_conformance.history.store import HistoryStore
 
 __all__ = ["FLAKE_RUNS", "STRIP_RUNS", "history_section"]
 
 STRIP_RUNS = 10  # the outcomes shown beside each cell
-FLAKE_RUNS = 50  # the runs a flake count looks back over
 
 
 def _short(run: dict[str, Any] | None) -> dict[str, Any] | None:

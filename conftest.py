@@ -17,6 +17,11 @@ KERNEL_MODULES = [
     "kernels_under_test.rms_norm",
     "kernels_under_test.softmax_autotuned",
     "kernels_under_test.adamw",
+    "kernels_under_test.add_rms_norm",
+    "kernels_under_test.group_norm",
+    "kernels_under_test.fp8_quant",
+    "kernels_under_test.fp8_matmul",
+    "kernels_under_test.tma_matmul",
 ]
 
 

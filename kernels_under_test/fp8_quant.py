@@ -49,8 +49,10 @@ def group_quant_kernel(
     mask = cols < K
     x = tl.load(x_ptr + row * stride_xm + cols * stride_xk, mask=mask, other=0.0).to(tl.float32)
     amax = tl.max(tl.abs(x), axis=1)
-    scale = tl.maximum(amax, eps) / FP8_MAX  # an all-zero group gets eps / FP8_MAX, never 0
-    q = (x / scale[:, None]).to(q_ptr.dtype.element_ty)
+    # tl.math.div_rn: IEEE division.  A plain ``/`` on fp32 is approximate on CUDA (div.full.f32), which moves
+    # a value at an fp8 rounding tie to the wrong side (the H200 nightly caught -31 stored as -30).
+    scale = tl.math.div_rn(tl.maximum(amax, eps), FP8_MAX)  # an all-zero group gets eps / FP8_MAX, never 0
+    q = tl.math.div_rn(x, scale[:, None]).to(q_ptr.dtype.element_ty)
     tl.store(q_ptr + row * stride_qm + cols * stride_qk, q, mask=mask)
     tl.store(s_ptr + row * stride_sm + groups * stride_sg, scale, mask=groups < n_groups)
 
@@ -115,7 +117,7 @@ def static_e5m2_kernel(
 ):
     offs = tl.program_id(axis=0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    y = tl.load(x_ptr + offs, mask=mask, other=0.0) / scale
+    y = tl.math.div_rn(tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32), scale)  # IEEE division, as above
     bits = y.to(tl.float8e5).to(tl.uint8, bitcast=True).to(tl.int32)
     # The cast saturates at 57344 on the GPU; a value that rounds past it is an infinity here.
     overflow = tl.abs(y) >= 61440.0  # the midpoint between 57344 and 2^16

@@ -109,6 +109,6 @@ def test_a_cell_result_carries_the_verdict_and_its_worst_error():
     assert buggy.outcome == "wrong" and buggy.details["output"] == "output[1]"
     assert buggy.details["precision"]["achieved"] == "input-dtype"
     assert buggy.details["error_ulps"] > 2 and buggy.details["allowance_used"] > 1
-    twin = run_cell(get_subject("add_rms_norm"), "dtype:float16", config=config)
+    twin = run_cell(get_subject("add_rms_norm_forward"), "dtype:float16", config=config)
     assert twin.outcome == "honoured" and "precision" not in twin.details
     assert twin.details["error_ulps"] < 1 and twin.details["allowance_used"] < 1

@@ -60,7 +60,8 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 
 def test_reports_import_only_the_model_and_the_standard_library():
-    allowed = ("triton_conformance.model", "triton_conformance.reports", "triton_conformance.errors")
+    allowed = ("triton_conformance.model", "triton_conformance.reports", "triton_conformance.errors",
+               "triton_conformance.version")  # a leaf: the package's version string
     found = {}
     for path in sorted((ROOT / "triton_conformance" / "reports").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -40,6 +40,8 @@ def _result_of(item: pytest.Item) -> dict[str, Any] | None:
     return dict(item.user_properties).get(PROPERTY)
 
 
+_EVERY_JUDGED_CELL = ("error_ulps", "allowance_used")  # details that every judged cell has
+
 class _StatusFromOutcome:
     """An allure-commons plugin: sets each cell's status before the file logger writes it."""
 
@@ -111,7 +113,9 @@ class AllureConformance:
         if cell.get("reproducer"):
             allure.attach(cell["reproducer"], name="reproducer.py", attachment_type=allure.attachment_type.TEXT,
                           extension="py")
-        if cell.get("counterexample") or cell.get("details"):
+        # Every judged cell carries its worst error (error_ulps, allowance_used): alone, not worth an attachment.
+        details = {k: v for k, v in (cell.get("details") or {}).items() if k not in _EVERY_JUDGED_CELL}
+        if cell.get("counterexample") or details:
             body = json.dumps({"counterexample": cell.get("counterexample"), "details": cell.get("details")},
                               indent=1, default=str)
             allure.attach(body, name="counterexample.json", attachment_type=allure.attachment_type.JSON)

@@ -39,15 +39,23 @@ def group_quantized(x: torch.Tensor, *, group: int, dtype: str = "float8_e4m3fn"
     padded = torch.zeros((rows, groups * group), dtype=torch.float32, device=x.device)
     padded[:, :width] = x32
     amax = padded.abs().view(rows, groups, group).amax(dim=-1)
-    largest = torch.tensor(float(torch.finfo(getattr(torch, dtype)).max), dtype=torch.float32)
-    scales = torch.maximum(amax, torch.tensor(eps, dtype=torch.float32)) / largest
-    q = fp8_cast(x32 / scales.repeat_interleave(group, dim=1)[:, :width], dtype, saturate=saturate)
+    largest = float(torch.finfo(getattr(torch, dtype)).max)
+    scales = _ieee_divide(torch.maximum(amax, torch.tensor(eps, dtype=torch.float32)), largest)
+    q = fp8_cast(_ieee_divide(x32, scales.repeat_interleave(group, dim=1)[:, :width]), dtype, saturate=saturate)
     return q, scales.to(torch.float64)
+
+
+def _ieee_divide(a: torch.Tensor, b) -> torch.Tensor:
+    """``a / b`` for fp32 ``a`` and ``b``, correctly rounded to fp32 (IEEE division) whatever torch's own
+    fp32 division does on this device: the float64 quotient rounded to fp32 is the correctly rounded one
+    (a double rounding through 53 bits is innocuous for a quotient of 24-bit values)."""
+    b = b.to(torch.float64) if isinstance(b, torch.Tensor) else float(torch.tensor(b, dtype=torch.float32))
+    return (a.to(torch.float64) / b).to(torch.float32)
 
 
 def static_quantized(x: torch.Tensor, scale: float, *, dtype: str, saturate: bool) -> torch.Tensor:
     """Quantization by a given scale: ``cast(x / scale)`` in fp32."""
-    return fp8_cast(x.to(torch.float32) / torch.tensor(scale, dtype=torch.float32), dtype, saturate=saturate)
+    return fp8_cast(_ieee_divide(x.to(torch.float32), scale), dtype, saturate=saturate)
 
 
 def dequantized(declared: Mapping[str, Any], inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

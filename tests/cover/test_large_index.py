@@ -532,6 +532,45 @@ def test_a_full_reduction_on_real_tensors_is_compared_whole(small_large):
     assert (found.outcome, found.kind) == ("wrong", "mismatch") and "whole output" in found.message
 
 
+def test_whole_grid_path_finds_a_read_of_the_gap_that_values_alone_cannot_show(small_large):
+    # A wrapped load whose terms vanish in the result (x 0 here; a few thousand terms among 2^31 on CUDA): the
+    # finite gap bytes leave the sum right, NaN gap bytes do not.
+    def reads_before_x(x):
+        before = torch.as_strided(x, (4,), (1,), x.storage_offset() - 4)  # 8 bytes before x, in the gap
+        return x.to(torch.float32).sum() + before.to(torch.float32).sum() * 0
+
+    def inf_sum(x):
+        return x.to(torch.float32).sum() / 0.0  # inf or NaN whatever the gaps hold
+
+    decl = dict(inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 1 << 20)}, reduces="N")
+    bad = tc.register(reads_before_x, name=f"cover_li_reads_gap_{next(_ids)}", oracle=lambda x: x.sum(), **decl)
+    found = small_large.run_large_index_example(bad, Backend(), emulate=False)
+    assert (found.outcome, found.kind) == ("unsafe", "poisoned-read"), found
+    assert "only the gaps around the huge tensors held NaN" in found.message and found.details["nonfinite"] == [0, 1]
+    same = tc.register(inf_sum, name=f"cover_li_inf_sum_{next(_ids)}", oracle=lambda x: x.sum() / 0.0, **decl)
+    assert small_large.run_large_index_example(same, Backend(), emulate=False) == "honoured", \
+        "an output non-finite whatever the gaps hold reads nothing outside"
+
+
+def test_the_arena_rewinds_to_its_inputs_and_refills_only_its_gaps():
+    from triton_conformance.conformance.kinds.large_index.arena import NAN_BYTE, Arena
+
+    arena = Arena(2, 4096, 2, "cpu", reserve=False, gap=8192)
+    x = arena.tensor((1000,), torch.float16, "input 'x'")
+    x.fill_(1.0)
+    first = arena.tensor((1000,), torch.float16)
+    arena.rewind(1)
+    again = arena.tensor((1000,), torch.float16)
+    assert again.data_ptr() == first.data_ptr(), "the output's slot is carved again"
+    arena.rewind(1)
+    arena.fill_gaps(NAN_BYTE)
+    assert bool((x == 1.0).all()), "the input's elements are kept"
+    assert bool(arena.buffer[:8192].eq(NAN_BYTE).all()) and bool(arena.buffer[-16:].eq(NAN_BYTE).all())
+    assert arena.gap_damage() is None, "the gaps are checked against what they hold now"
+    arena.buffer[100] = 0
+    assert "gap before input 'x'" in arena.gap_damage()
+
+
 @triton.jit
 def count_iterations(out_ptr, n):
     total = 0

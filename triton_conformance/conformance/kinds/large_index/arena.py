@@ -24,15 +24,17 @@ import triton_conformance.conformance.kinds.large_index.plan as sizes
 from triton_conformance.conformance.memory_bound import available_host_memory, reserved_mapping
 from triton_conformance.conformance.kinds.large_index.plan import LargeIndexPlan
 from triton_conformance.conformance.search.allowance import gib
+from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.config import on_cuda
 from triton_conformance.model.contract import Contract
 
-__all__ = ["Arena", "available_memory", "predicted_peak", "refuse_what_cannot_fit", "GAP_BYTE", "GAP_CHUNK"]
+__all__ = ["Arena", "available_memory", "predicted_peak", "refuse_what_cannot_fit", "GAP_BYTE", "GAP_CHUNK", "NAN_BYTE"]
 
 MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value; Python 3.11 does not export it
 
 
-GAP_BYTE = 0xA5
+GAP_BYTE = 0xA5  # finite in every float dtype: a read of it shows only in the values
+NAN_BYTE = 0xFF  # NaN in every float dtype (fp16 and bf16 0xFFFF, fp32 and fp64 all ones)
 GAP_CHUNK = 1 << 28  # bytes of a gap checked at once
 
 
@@ -64,6 +66,7 @@ class Arena:
             self.buffer = torch.frombuffer(self.map, dtype=torch.uint8, count=self.size)
         else:
             self.buffer = torch.full((self.size,), GAP_BYTE, dtype=torch.uint8, device=device)
+        self.byte = GAP_BYTE  # what the gaps of real memory hold now
         self.used = 0
         self.regions: list[tuple[int, int, str]] = []  # (start, end, name) of each tensor, in order
 
@@ -77,15 +80,36 @@ class Arena:
         self.regions.append((start, start + nbytes, name))
         return self.buffer[start:start + nbytes].view(dtype).view(shape)
 
+    def _gaps(self):
+        """``(lo, hi, name)`` of each gap: the bytes before each tensor (named by it), and after the last."""
+        ends = [0] + [end for _, end, _ in self.regions]
+        starts = [start for start, _, _ in self.regions] + [self.used + self.gap]
+        names = [name for _, _, name in self.regions] + ["(after the last tensor)"]
+        return zip(ends, starts, names)
+
+    def rewind(self, keep: int) -> None:
+        """Forget every tensor after the first ``keep``: their memory is carved again (and is a gap until then)."""
+        self.regions = self.regions[:keep]
+        start, end, _ = self.regions[-1] if self.regions else (0, 0, "")
+        self.used = end + (-(end - start)) % 4096
+
+    def fill_gaps(self, byte: int) -> None:
+        """Set every gap byte, up to the buffer's end, to ``byte`` (real memory only): a second run over the same
+        tensors then tells a read of the gaps by its result."""
+        if self.reserve:
+            raise InvalidArgument("Arena.fill_gaps: an unbacked arena (reserve=True) has no gap bytes to fill")
+        bounds = list(self._gaps())
+        for lo, hi, _ in bounds[:-1]:
+            self.buffer[lo:hi].fill_(byte)
+        self.buffer[bounds[-1][0]:].fill_(byte)
+        self.byte = byte
+
     def gap_damage(self) -> str | None:
         """Where a write into a gap landed (CUDA only; the emulation checks addresses itself), or None."""
         if self.reserve or not self.regions:
             return None
-        pattern = int.from_bytes(bytes([GAP_BYTE]) * 8, "little", signed=True)
-        ends = [0] + [end for _, end, _ in self.regions]
-        starts = [start for start, _, _ in self.regions] + [self.used + self.gap]
-        names = [name for _, _, name in self.regions] + ["(after the last tensor)"]
-        for lo, hi, name in zip(ends, starts, names):
+        pattern = int.from_bytes(bytes([self.byte]) * 8, "little", signed=True)
+        for lo, hi, name in self._gaps():
             lo = -(-lo // 8) * 8  # whole words only
             changed, first = 0, None
             for at in range(lo, hi, GAP_CHUNK):  # a chunk at a time: no mask or index list of a whole gap
@@ -95,7 +119,7 @@ class Arena:
                     first = at + 8 * int(words.to(torch.int32).argmax())
                 changed += count
             if first is not None:
-                first += next(i for i, v in enumerate(self.buffer[first:first + 8].tolist()) if v != GAP_BYTE)
+                first += next(i for i, v in enumerate(self.buffer[first:first + 8].tolist()) if v != self.byte)
                 return (f"{changed} words changed in the gap before {name}, the first "
                         f"{hi - first} bytes before its start (an int32 offset that wrapped around?)")
         return None

@@ -54,7 +54,7 @@ import torch
 from triton_conformance.conformance.battery.allocations import intercept_allocations
 from triton_conformance.conformance.battery.memory import poison_bytes, unwritten_elements
 from triton_conformance.conformance.judge import Judge, as_tuple, exception_text
-from triton_conformance.conformance.kinds.large_index.arena import Arena, refuse_what_cannot_fit
+from triton_conformance.conformance.kinds.large_index.arena import NAN_BYTE, Arena, refuse_what_cannot_fit
 from triton_conformance.conformance.kinds.large_index.plan import (
     EXTRA,
     LARGE,
@@ -252,15 +252,10 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
         arena = Arena(tensors, largest, widest, device, reserve=emulate)
         inputs = _build(contract, plan, device, seed, arena, emulate)
     emulation = tail_programs(cover_from=LARGE) if emulate else contextlib.nullcontext()
-    raw, error = None, None
     served: list = []  # the allocations that lead with the rows, as served
-    with emulation as state, intercept_allocations(_tail_server(rows, fill, arena, served)):
-        try:
-            raw = subject.launcher(**inputs, **plan.scalars)
-            backend.synchronize()
-        except Exception as exc:  # noqa: BLE001 - any exception is an outcome
-            raise_if_out_of_memory(exc, f"in the launcher, on {plan.dims} {plan.dtype}")  # the machine's limit
-            error = exc
+    launch = _Launch(subject, backend, inputs, plan, _tail_server(rows, fill, arena, served), len(arena.regions))
+    with emulation as state:
+        raw, error = launch()
     if emulate and state.windows:
         report.notes.append(f"programs run: {state.describe()}")
     violation = getattr(state, "violation", None)
@@ -279,7 +274,66 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
     if read is not None:
         return Finding("unsafe", "poisoned-read", f"{read} (last programs of the grid, {plan.dims} "
                        f"{plan.dtype}; the load was masked off)", {"address_error": str(read)})
-    outputs = as_tuple(raw)
+    first = None if emulate else _nonfinite(as_tuple(raw))  # the emulation sees reads itself
+    found = _judged(contract, plan, judge, inputs, as_tuple(raw), served, state, emulate, report)
+    if first is None or not (found == "honoured" or found.outcome == "wrong"):
+        return found
+    raw = None  # the first run's outputs: the second run's take their place in the arena
+    served.clear()
+    return _reads_the_gaps(launch, arena, first, plan) or found  # where reading the gaps is the cause
+
+
+class _Launch:
+    """The launcher called on the example's inputs, its allocations served (from the arena where huge)."""
+
+    def __init__(self, subject: Any, backend: Any, inputs: dict[str, Any], plan: LargeIndexPlan, server: Any,
+                 inputs_carved: int):
+        self.subject, self.backend, self.inputs, self.plan, self.server = subject, backend, inputs, plan, server
+        self.inputs_carved = inputs_carved  # the arena's regions that are inputs, the rest its outputs
+
+    def __call__(self) -> tuple[Any, Exception | None]:
+        with intercept_allocations(self.server):
+            try:
+                raw = self.subject.launcher(**self.inputs, **self.plan.scalars)
+                self.backend.synchronize()
+                return raw, None
+            except Exception as exc:  # noqa: BLE001 - any exception is an outcome
+                raise_if_out_of_memory(exc, f"in the launcher, on {self.plan.dims} {self.plan.dtype}")
+                return None, exc
+
+
+def _nonfinite(outputs: tuple) -> list[int]:
+    """The NaN and inf elements of each float output (0 for any other)."""
+    return [int((~torch.isfinite(o)).sum()) if isinstance(o, torch.Tensor) and o.dtype.is_floating_point else 0
+            for o in outputs]
+
+
+def _reads_the_gaps(launch: _Launch, arena: Arena, first: list[int], plan: LargeIndexPlan) -> Finding | None:
+    """Real memory: the same launch again with NaN in every gap.  A wrapped load reads the gaps, so it is
+    seen where more outputs are NaN or inf than the first run's (gaps of finite bytes) gave; values alone
+    cannot tell it, a few thousand wrong terms in a sum of 2^31 lie within any bound.  Nondeterminism
+    never makes a NaN of finite inputs.  None when nothing shows (or the second run raised)."""
+    with discarding_out_of_memory("running the large-index example again with NaN in the gaps"):
+        arena.rewind(launch.inputs_carved)
+        arena.fill_gaps(NAN_BYTE)
+        raw, error = launch()
+    if error is not None:
+        return None
+    again = _nonfinite(as_tuple(raw))
+    for i, (before, after) in enumerate(zip(first, again)):
+        if after > before:
+            return Finding("unsafe", "poisoned-read", f"output {i}: {after - before} more NaN/inf elements when "
+                           f"only the gaps around the huge tensors held NaN bytes instead of finite ones "
+                           f"({plan.dims} {plan.dtype}): the kernel reads outside its tensors (an int32 offset "
+                           "that wrapped around 2^31?)", {"refilled": "gaps", "output": i,
+                                                         "nonfinite": [before, after]})
+    return None
+
+
+def _judged(contract: Contract, plan: LargeIndexPlan, judge: Any, inputs: dict[str, Any], outputs: tuple,
+            served: list, state: Any, emulate: bool, report: ExampleReport):
+    """The outputs judged: a Finding, or ``"honoured"``."""
+    rows, fill = plan.rows, plan.fill_rows
     dtypes = {n: input_dtype(contract, plan, n) for n in contract.inputs}
     if plan.reduced or any(isinstance(o, torch.Tensor) and as_rows(o, rows) is None for o in outputs):
         # A full reduction (or one over the rows): the answer depends on every row.

@@ -218,7 +218,8 @@ def torch_seeded_dropout(x, p):
 
 
 def torch_dropout_fixed_generator(x, p):
-    keep = torch.rand(x.shape, generator=torch.Generator().manual_seed(1234)) >= p  # BUG: its own fixed seed
+    fixed = torch.Generator(device=x.device).manual_seed(1234)  # BUG: its own fixed seed
+    keep = torch.rand(x.shape, generator=fixed, device=x.device) >= p  # (on x's device: a CPU mask crashed on CUDA)
     return torch.where(keep, x / (1 - p), 0.0) if p < 1 else torch.zeros_like(x)
 
 

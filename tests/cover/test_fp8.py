@@ -92,8 +92,14 @@ def test_fp8_fast_accumulation_widens_only_where_declared_on_cuda_with_fp8_input
         return Judge(subject).bound({"K": 256}, dtypes, on, ref).rtol
 
     assert rtol(plain, True) == rtol(plain, False) == rtol(fast, False) == pytest.approx(4 * 2**-24 + 8 * 2**-24 * 16)
-    assert rtol(fast, True) == pytest.approx(4 * 2**-24 + 8 * 2**-13 * 16)
+    # K = 256 truncated terms: Higham's worst case 256 * u_fast, past 8 * u_fast * sqrt(256) = 128 * u_fast
+    assert rtol(fast, True) == pytest.approx(4 * 2**-24 + 2**-13 * 256)
     assert rtol(fast, True, {"a": "float32", "b": "float32"}) == rtol(plain, True)
+    # Short dots keep the probabilistic rule (C sqrt(K) > K below K = 64), and the magnitudes get the same term.
+    short = Judge(fast).bound({"K": 16}, fp8, SimpleNamespace(dtype=out.dtype, device=torch.device("cuda")), ref)
+    assert short.rtol == pytest.approx(4 * 2**-24 + 8 * 2**-13 * 4)
+    wide = Judge(fast).bound({"K": 4096}, fp8, SimpleNamespace(dtype=out.dtype, device=torch.device("cuda")), ref)
+    assert wide.per_term * 64 == pytest.approx(2**-13 * 4096), "per_term x sqrt(K) is the linear term"
 
 
 # -- scales as part of a tensor -------------------------------------------------------------

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import torch
 
+import triton_conformance.model.vocabulary as vocabulary
+
 __all__ = ["FP8_FILLS", "fill_fp8"]
 
-FP8_FILLS = ("zero-blocks", "fp8-overflow", "fp8-subnormal", "fp8-ties")
+# The value classes this module fills: the rows of ``vocabulary.VALUES`` whose draw is "fp8".
+FP8_FILLS = vocabulary.VALUES.names(draw="fp8")
 E4M3_LARGEST, E5M2_LARGEST = 448.0, 57344.0
 # Every TIE_PERIOD-th element along the last dim is +-448 in "fp8-ties": a group of any multiple of it
 # then has amax 448 and a scale of exactly 1 (amax / 448), so the midpoints stay midpoints after scaling.

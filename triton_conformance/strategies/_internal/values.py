@@ -11,11 +11,13 @@ import math
 
 import torch
 
+import triton_conformance.model.vocabulary as vocabulary
 from triton_conformance.strategies._internal.fp8_values import FP8_FILLS, fill_fp8
 
 __all__ = ["VALUE_FILLS", "fill_scales", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
 
-VALUE_FILLS = ("ordinary", "huge", "inf", "nan", "denormal", "ties", "extreme") + FP8_FILLS
+# The value classes filled here: every row of ``vocabulary.VALUES`` (those whose draw is "fp8" by fill_fp8).
+VALUE_FILLS = vocabulary.VALUES.names()
 # Share of an index input's elements set to a special value (an ignore index).
 SPECIAL_FRACTION = 0.25
 

@@ -11,7 +11,7 @@ import triton_conformance.model.vocabulary as vocabulary
 from tests._subjects import as_subject
 from triton_conformance import Backward, Contract, Dim, InvalidArgument, Mask, Tensor
 from triton_conformance.conformance.kinds import catalogue, cells_for, kind_of
-from triton_conformance.model.vocabulary import LayoutClass, MaskClass, ShapeClass, Vocabulary
+from triton_conformance.model.vocabulary import LayoutClass, MaskClass, ShapeClass, ValueClass, Vocabulary
 from triton_conformance.strategies import build_inputs, specs
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -143,6 +143,27 @@ def test_a_mask_row_is_a_mask_cell_filled_as_its_row_says(monkeypatch):
         assert spec.mask == "prefix-row" and spec.layouts["mask"].broadcast == (0,)
         keep = build_inputs(contract, spec).views["mask"]
         assert keep.stride(0) == 0 and bool(keep[:, 0].all())  # a prefix keeps the first key of every row
+
+    check()
+
+
+def test_a_value_row_is_claimable_a_values_cell_and_filled_as_its_row_says(monkeypatch):
+    import torch
+
+    row = ValueClass("some-nans", "nans", "some elements NaN, as the nan class draws them")
+    monkeypatch.setattr(vocabulary, "VALUES", vocabulary.VALUES.with_row(row, before="zero-blocks"))
+    contract = _contract({"x": Tensor(("M", "N"))}, values=("some-nans",))  # claimable: the contract reads the row
+    subject = as_subject(contract)
+    assert [c for c in cells_for(subject) if c.startswith("values:")] == [
+        "values:huge", "values:inf", "values:nan", "values:denormal", "values:ties", "values:some-nans"]
+    kind, value = kind_of("values:some-nans")
+    assert kind.skip_reason(subject, value, None) is None and kind.skip_reason(subject, "huge", None) is not None
+    assert catalogue().describe("values:some-nans").endswith(row.text)
+
+    @FAST
+    @given(specs(contract, values="some-nans"))
+    def check(spec):
+        assert bool(torch.isnan(build_inputs(contract, spec).views["x"]).any())
 
     check()
 

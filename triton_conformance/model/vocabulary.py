@@ -98,17 +98,22 @@ class ShapeClass:
 class ValueClass:
     """A value class: what the inputs hold.
 
-    - ``draw``: the fill (``strategies._internal.values``): ``"normal"`` (``fill_values``) or ``"fp8"``
-      (``fill_fp8``, a quantizer's cases: a cell only of a subject that claims it, never a skipped row, and
-      no ``grad`` cell);
+    - ``draw``: the fill (``strategies._internal.values.VALUE_DRAWS``): ``"normal"`` (N(0, 1), moved into a
+      declared range), ``"exp-overflow"``, ``"infinities"``, ``"nans"``, ``"subnormal"``, ``"small-integers"``,
+      ``"range-ends"``, or a quantizer's ``"zero-rows"``, ``"fp8-overflow"``, ``"fp8-subnormal"``,
+      ``"fp8-midpoints"``;
     - ``claim``: ``"always"`` (ordinary: every other cell's values), ``"claimed"`` (a subject claims it
-      with ``values=``) or ``"ranged"`` (unclaimed: a cell of every subject with a declared ``value_range``).
+      with ``values=``; its finite values are clamped into a declared range) or ``"ranged"`` (unclaimed: a
+      cell of every subject with a declared ``value_range``);
+    - ``quantizer``: a quantizer's case: a cell only of a subject that claims it (never a skipped row of
+      every matrix), and no ``grad`` cell.
     """
 
     name: str
     draw: str
     text: str
     claim: str = "claimed"
+    quantizer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,18 +257,20 @@ SHAPES: Vocabulary[ShapeClass] = Vocabulary("shape", "dims drawn this way", (
 
 VALUES: Vocabulary[ValueClass] = Vocabulary("values", "inputs holding these values (a class the subject claims)", (
     ValueClass("ordinary", "normal", "distinct finite values of moderate size", claim="always"),
-    ValueClass("huge", "normal", "magnitudes around exp's overflow point; some rows all negative"),
-    ValueClass("inf", "normal", "some elements +inf or -inf"),
-    ValueClass("nan", "normal", "some elements NaN"),
-    ValueClass("denormal", "normal", "half the elements subnormal"),
-    ValueClass("ties", "normal", "small integers, so sums and maxima tie exactly"),
-    ValueClass("zero-blocks", "fp8", "some rows all zero, so every group and block in them has an amax of 0"),
-    ValueClass("fp8-overflow", "fp8", "magnitudes from half to four times fp8's largest finite values (448, 57344)"),
-    ValueClass("fp8-subnormal", "fp8", "magnitudes below fp8's smallest normals (2^-6, 2^-14), where the grid is "
-               "fixed-point"),
-    ValueClass("fp8-ties", "fp8", "midpoints of the e4m3fn grid, every 16th element +-448 so each group's scale "
-               "is exact"),
-    ValueClass("extreme", "normal", "inputs that declare a value_range filled out to its ends; some rows all at "
+    ValueClass("huge", "exp-overflow", "magnitudes around exp's overflow point; some rows all negative"),
+    ValueClass("inf", "infinities", "some elements +inf or -inf"),
+    ValueClass("nan", "nans", "some elements NaN"),
+    ValueClass("denormal", "subnormal", "half the elements subnormal"),
+    ValueClass("ties", "small-integers", "small integers, so sums and maxima tie exactly"),
+    ValueClass("zero-blocks", "zero-rows", "some rows all zero, so every group and block in them has an amax of 0",
+               quantizer=True),
+    ValueClass("fp8-overflow", "fp8-overflow", "magnitudes from half to four times fp8's largest finite values "
+               "(448, 57344)", quantizer=True),
+    ValueClass("fp8-subnormal", "fp8-subnormal", "magnitudes below fp8's smallest normals (2^-6, 2^-14), where the "
+               "grid is fixed-point", quantizer=True),
+    ValueClass("fp8-ties", "fp8-midpoints", "midpoints of the e4m3fn grid, every 16th element +-448 so each "
+               "group's scale is exact", quantizer=True),
+    ValueClass("extreme", "range-ends", "inputs that declare a value_range filled out to its ends; some rows all at "
                "one end", claim="ranged"),
 ))
 

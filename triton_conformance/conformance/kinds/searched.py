@@ -142,7 +142,7 @@ class ValueCells(SearchedKind):
         # classes are cells only of the subjects that claim them (quantizers), not skipped rows of every matrix.
         contract = subject.contract
         return tuple(r.name for r in vocabulary.VALUES.select(claim=("claimed", "ranged"))
-                     if (r.claim != "ranged" or contract.ranged) and (r.draw != "fp8" or r.name in contract.values))
+                     if (r.claim != "ranged" or contract.ranged) and (not r.quantizer or r.name in contract.values))
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract

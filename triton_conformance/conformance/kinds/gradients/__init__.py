@@ -60,7 +60,7 @@ def grad_layout_rows() -> tuple[vocabulary.LayoutClass, ...]:
 
 def _value_rows() -> tuple[vocabulary.ValueClass, ...]:
     """The value table's rows that are grad cells: claimed or ranged, not a quantizer's fp8 cases."""
-    return vocabulary.VALUES.select(draw="normal", claim=("claimed", "ranged"))
+    return vocabulary.VALUES.select(quantizer=False, claim=("claimed", "ranged"))
 
 
 def _shape_text(row: vocabulary.ShapeClass) -> str:

@@ -1,8 +1,11 @@
 """The vocabulary tables (model/vocabulary.py): one row per class, read by the kinds, the strategies and the docs."""
 
 import json
+import os
 import pathlib
 import re
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -13,13 +13,15 @@ so a table replaced here (:meth:`Vocabulary.with_row`) is the one they all see.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
+
+T = TypeVar("T")
 
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.cells import CellClass, Dimension
 
-__all__ = ["Vocabulary", "LayoutClass", "DtypeClass", "ShapeClass", "ValueClass", "MaskClass", "LAYOUTS",
+__all__ = ["Vocabulary", "derived", "LayoutClass", "DtypeClass", "ShapeClass", "ValueClass", "MaskClass", "LAYOUTS",
            "DESCRIPTOR_LAYOUTS", "DTYPES", "SHAPES", "VALUES", "MASKS"]
 
 
@@ -185,9 +187,19 @@ class Vocabulary(Generic[Row]):
         at = len(self.rows) if before is None else self.names().index(before)
         return Vocabulary(self.name, self.summary, self.rows[:at] + (row,) + self.rows[at:])
 
-    def columns(self) -> tuple[str, ...]:
-        """The rows' field names, for the docs and the tests."""
-        return tuple(f.name for f in fields(self.rows[0])) if self.rows else ()
+
+_DERIVED: dict[tuple, tuple[tuple, Any]] = {}
+
+
+def derived(build: Callable[..., T], *tables: Vocabulary) -> T:
+    """``build(*tables)``, built once for these very tables (a table replaced is built again): what a kind
+    derives from the tables (its dimension), which is asked for at every cell.  ``build`` is a function
+    defined once (a module's, or a method), never a fresh lambda."""
+    key = (build, *map(id, tables))
+    hit = _DERIVED.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], tables)):
+        hit = _DERIVED[key] = (tables, build(*tables))
+    return hit[1]
 
 
 LAYOUTS: Vocabulary[LayoutClass] = Vocabulary("layout", "inputs laid out in memory this way", (

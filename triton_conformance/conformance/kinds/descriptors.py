@@ -28,7 +28,7 @@ __all__ = ["DescriptorCells"]
 class DescriptorCells(SearchedKind):
     @property
     def dimension(self) -> Dimension:
-        return vocabulary.DESCRIPTOR_LAYOUTS.dimension()
+        return vocabulary.derived(vocabulary.Vocabulary.dimension, vocabulary.DESCRIPTOR_LAYOUTS)
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         # Cells only of the subjects that declare a descriptor input, not skipped rows of every matrix.

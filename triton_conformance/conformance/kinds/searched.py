@@ -68,10 +68,23 @@ def _classes(*pairs: tuple[str, str]) -> tuple[CellClass, ...]:
     return tuple(CellClass(v, s) for v, s in pairs)
 
 
+def _shape_dimension(shapes: vocabulary.Vocabulary) -> Dimension:
+    return shapes.dimension(shapes.select(draw="specs", cell=True))
+
+
+def _value_dimension(values: vocabulary.Vocabulary) -> Dimension:
+    return values.dimension(values.select(claim=("claimed", "ranged")))
+
+
+def _memory_dimension(layouts: vocabulary.Vocabulary) -> Dimension:
+    text = f"{layouts['memory'].text}, with every memory check: guard bands, poison, sentinels, mutation"
+    return Dimension("memory", "", _classes(("", text)))
+
+
 class LayoutCells(SearchedKind):
     @property
     def dimension(self) -> Dimension:
-        return vocabulary.LAYOUTS.dimension()
+        return vocabulary.derived(vocabulary.Vocabulary.dimension, vocabulary.LAYOUTS)
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract
@@ -92,7 +105,7 @@ class LayoutCells(SearchedKind):
 class DtypeCells(SearchedKind):
     @property
     def dimension(self) -> Dimension:
-        return vocabulary.DTYPES.dimension()
+        return vocabulary.derived(vocabulary.Vocabulary.dimension, vocabulary.DTYPES)
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         contract, table = subject.contract, vocabulary.DTYPES
@@ -112,7 +125,7 @@ class DtypeCells(SearchedKind):
 class ShapeCells(SearchedKind):
     @property
     def dimension(self) -> Dimension:
-        return vocabulary.SHAPES.dimension(vocabulary.SHAPES.select(draw="specs", cell=True))
+        return vocabulary.derived(_shape_dimension, vocabulary.SHAPES)
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         contract = subject.contract
@@ -135,7 +148,7 @@ class ShapeCells(SearchedKind):
 class ValueCells(SearchedKind):
     @property
     def dimension(self) -> Dimension:
-        return vocabulary.VALUES.dimension(vocabulary.VALUES.select(claim=("claimed", "ranged")))
+        return vocabulary.derived(_value_dimension, vocabulary.VALUES)
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         # A ranged class is never claimed: it is a cell of every subject with a declared value_range.  The fp8
@@ -158,7 +171,7 @@ class ValueCells(SearchedKind):
 class MaskCells(SearchedKind):
     @property
     def dimension(self) -> Dimension:
-        return vocabulary.MASKS.dimension()
+        return vocabulary.derived(vocabulary.Vocabulary.dimension, vocabulary.MASKS)
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         return super().values(subject) if subject.contract.mask_name else ()
@@ -170,8 +183,7 @@ class MaskCells(SearchedKind):
 class MemoryCell(SearchedKind):
     @property
     def dimension(self) -> Dimension:
-        text = f"{vocabulary.LAYOUTS['memory'].text}, with every memory check: guard bands, poison, sentinels, mutation"
-        return Dimension("memory", "", _classes(("", text)))
+        return vocabulary.derived(_memory_dimension, vocabulary.LAYOUTS)
 
     def spec_options(self, value: str) -> dict[str, Any]:
         return {"layout": "memory"}

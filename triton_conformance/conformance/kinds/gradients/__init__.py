@@ -53,20 +53,16 @@ __all__ = ["GradientCells", "grad_layout_rows", "gradient_specs", "cell_options"
 _SHAPES = ("non-pow2", "beyond-block")
 
 
-def grad_layout_rows() -> tuple[vocabulary.LayoutClass, ...]:
+def grad_layout_rows(layouts: vocabulary.Vocabulary | None = None) -> tuple[vocabulary.LayoutClass, ...]:
     """The layout table's rows a grad_output is drawn in (``grad_output=True``), in table order."""
-    return vocabulary.LAYOUTS.select(scope="tensor", grad_output=True)
+    return (layouts or vocabulary.LAYOUTS).select(scope="tensor", grad_output=True)
 
 
-def _value_rows() -> tuple[vocabulary.ValueClass, ...]:
+def _value_rows(values: vocabulary.Vocabulary | None = None) -> tuple[vocabulary.ValueClass, ...]:
     """The value table's rows that are grad cells: claimed or ranged, not a quantizer's fp8 cases."""
-    return vocabulary.VALUES.select(quantizer=False, claim=("claimed", "ranged"))
+    return (values or vocabulary.VALUES).select(quantizer=False, claim=("claimed", "ranged"))
 
 
-def _shape_text(row: vocabulary.ShapeClass) -> str:
-    if row.name == "beyond-block":  # the widest dim past a block, then a long batch of short rows
-        return f"{row.text}; then {vocabulary.SHAPES['wide-outer'].text}"
-    return row.text
 
 
 def _rank2(subject: Subject) -> bool:
@@ -114,6 +110,22 @@ def cell_options(value: str) -> dict[str, Any]:
             "pins": pins}
 
 
+def _dimension(layouts: vocabulary.Vocabulary, dtypes: vocabulary.Vocabulary, shapes: vocabulary.Vocabulary,
+               values: vocabulary.Vocabulary) -> Dimension:
+    """The grad cells' classes, composed from the tables' rows and sentences."""
+    return Dimension("grad", "the declared backward's gradients, against float64 autograd of the oracle", (
+        *layouts.classes(grad_layout_rows(layouts), prefix="layout:", text=lambda r: f"grad_output: {r.text}"),
+        *dtypes.classes(dtypes.select(draw="float"), prefix="dtype:", text=lambda r: f"{r.text} (and so grad_output)"),
+        # beyond-block: the widest dim past a block, then a long batch of short rows
+        *shapes.classes(tuple(shapes[k] for k in _SHAPES), prefix="shape:", text=lambda r: r.text if r.name !=
+                        "beyond-block" else f"{r.text}; then {shapes['wide-outer'].text}"),
+        *values.classes(_value_rows(values), prefix="values:"),
+        CellClass("memory", "inputs in any claimed layout, grad_output in any; saved tensors and grad_output "
+                            "unchanged, gradients fully written and inside their guard bands, no reads outside"),
+        CellClass("determinism", "two backward passes on identical inputs agree bit for bit"),
+    ))
+
+
 class GradientCells(CellKind):
     """The backward's cells, a dimension of their own; only for subjects that declare a backward."""
 
@@ -121,17 +133,8 @@ class GradientCells(CellKind):
     kernels = "backward"
     @property
     def dimension(self) -> Dimension:
-        shapes = tuple(vocabulary.SHAPES[k] for k in _SHAPES)
-        return Dimension("grad", "the declared backward's gradients, against float64 autograd of the oracle", (
-            *vocabulary.LAYOUTS.classes(grad_layout_rows(), prefix="layout:", text=lambda r: f"grad_output: {r.text}"),
-            *vocabulary.DTYPES.classes(vocabulary.DTYPES.select(draw="float"), prefix="dtype:",
-                                       text=lambda r: f"{r.text} (and so grad_output)"),
-            *vocabulary.SHAPES.classes(shapes, prefix="shape:", text=_shape_text),
-            *vocabulary.VALUES.classes(_value_rows(), prefix="values:"),
-            CellClass("memory", "inputs in any claimed layout, grad_output in any; saved tensors and grad_output "
-                                "unchanged, gradients fully written and inside their guard bands, no reads outside"),
-            CellClass("determinism", "two backward passes on identical inputs agree bit for bit"),
-        ))
+        return vocabulary.derived(_dimension, vocabulary.LAYOUTS, vocabulary.DTYPES, vocabulary.SHAPES,
+                                  vocabulary.VALUES)
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         contract = subject.contract

@@ -24,12 +24,16 @@ from triton_conformance.model.subject import Subject
 __all__ = ["LargeIndexCell"]
 
 
+def _dimension(shapes: vocabulary.Vocabulary) -> Dimension:
+    return Dimension("shape", "", shapes.classes(shapes.select(draw="large-index")))
+
+
 class LargeIndexCell(CellKind):
     interpreter_cost = False  # designed sizes: not held to the interpreter's cost allowance
     spec_examples = False  # its example is no spec: nothing for example_tensors to build
     @property
     def dimension(self) -> Dimension:  # the shape table's large-index row
-        return Dimension("shape", "", vocabulary.SHAPES.classes(vocabulary.SHAPES.select(draw="large-index")))
+        return vocabulary.derived(_dimension, vocabulary.SHAPES)
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         plan = large_index_plan(subject.contract)

@@ -109,7 +109,8 @@ class DtypeCells(SearchedKind):
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         contract, table = subject.contract, vocabulary.DTYPES
-        fp8 = tuple(d for n in contract.tensor_names for d in contract.inputs[n].dtypes if d in table.names(draw="fp8"))
+        fp8s = table.names(draw="fp8")
+        fp8 = tuple(d for n in contract.tensor_names for d in contract.inputs[n].dtypes if d in fp8s)
         floats = fp8 + contract.float_dtypes()
         if floats:  # every float subject is probed with the probed dtypes; unclaimed ones must be refused
             return tuple(dict.fromkeys(floats + table.names(probed=True)))

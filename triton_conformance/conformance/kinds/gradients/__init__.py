@@ -63,8 +63,6 @@ def _value_rows(values: vocabulary.Vocabulary | None = None) -> tuple[vocabulary
     return (values or vocabulary.VALUES).select(quantizer=False, claim=("claimed", "ranged"))
 
 
-
-
 def _rank2(subject: Subject) -> bool:
     return len(output_symbols(subject)) >= 2
 
@@ -81,7 +79,7 @@ def _grad_layout(grad_layout: str | None, rank: int) -> st.SearchStrategy[Layout
         return st.just(Layout())
     if row.draw == "stride0" and rank:
         # Every dim stride 0 first (the grad of .sum(): ones expanded), then any subset.
-        return st.one_of(st.just(Layout("broadcast", broadcast=tuple(range(rank)))), layouts("broadcast", rank))
+        return st.one_of(st.just(Layout(row.name, broadcast=tuple(range(rank)))), layouts(row.name, rank))
     return layouts(grad_layout, rank)
 
 
@@ -131,6 +129,7 @@ class GradientCells(CellKind):
 
     steers = True
     kernels = "backward"
+
     @property
     def dimension(self) -> Dimension:
         return vocabulary.derived(_dimension, vocabulary.LAYOUTS, vocabulary.DTYPES, vocabulary.SHAPES,

@@ -213,9 +213,10 @@ def test_every_cell_id_splits_back_into_its_subject_and_cell():
 
 
 def test_the_layout_cells_are_named_after_the_one_layout_vocabulary():
-    from triton_conformance.model.spec import LAYOUT_CLASSES, LAYOUTS
+    from triton_conformance.model.spec import LAYOUT_CLASSES
+    from triton_conformance.model.vocabulary import LAYOUTS
 
-    assert LAYOUT_CLASSES == tuple(k for k, _ in LAYOUTS) and all(text for _, text in LAYOUTS)
+    assert LAYOUT_CLASSES == LAYOUTS.names(scope="tensor") and all(r.text for r in LAYOUTS.rows)
     dimensions = {d.name: d for d in catalogue().dimensions}
     assert [c.value for c in dimensions["layout"].classes] == [*LAYOUT_CLASSES, "mixed"]
     grad_layouts = [c.value[len("layout:"):] for c in dimensions["grad"].classes if c.value.startswith("layout:")]

@@ -6,6 +6,7 @@
 - :mod:`.performance`: performance contracts;
 - :mod:`.subject`: subjects and their registry;
 - :mod:`.spec`: one drawn example (``Spec``, ``Layout``);
+- :mod:`.vocabulary`: the vocabulary tables, one row per layout, dtype, shape, value and mask class;
 - :mod:`.outcomes`: the outcome table, findings and cell results;
 - :mod:`.cells`: the catalogue of cells: their order and what each one means;
 - :mod:`.config`: the frozen run configuration.

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from triton_conformance.errors import InvalidContract
+import triton_conformance.model.vocabulary as vocabulary
 from triton_conformance.model.inputs import (  # noqa: F401 - re-exported
     FLOAT_DTYPES,
     OTHER_DTYPES,
@@ -155,12 +156,13 @@ class Contract:
             raise _fail(owner, "reduces", self.reduces, f"one of dims={sorted(self.dims)}")
         self._check_tolerance()
         values = (self.values,) if isinstance(self.values, str) else tuple(self.values)
+        claimable = vocabulary.VALUES.names(claim="claimed")  # the table itself: a new row is claimable
         for v in values:
-            if v in RANGED_VALUE_CLASSES:
-                raise _fail(owner, "values", v, f"value classes from {VALUE_CLASSES} ({v!r} is not claimed: it "
+            if v in vocabulary.VALUES.names(claim="ranged"):
+                raise _fail(owner, "values", v, f"value classes from {claimable} ({v!r} is not claimed: it "
                             "applies to every input that declares a value_range)")
-            if v not in VALUE_CLASSES:
-                raise _fail(owner, "values", v, f"value classes from {VALUE_CLASSES}")
+            if v not in claimable:
+                raise _fail(owner, "values", v, f"value classes from {claimable}")
         object.__setattr__(self, "values", values)
         if not isinstance(self.strict, bool):
             raise _fail(owner, "strict", self.strict, "True or False")

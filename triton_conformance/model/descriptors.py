@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triton_conformance.model.spec import Layout
+import triton_conformance.model.vocabulary as vocabulary
 
-__all__ = ["ALIGNMENT", "MAX_BLOCK_DIM", "DESCRIPTOR_RULES", "DESCRIPTOR_LAYOUTS", "DESCRIPTOR_LAYOUT_CLASSES",
-           "DescriptorBreach", "DescriptorUse", "descriptor_breaches", "descriptor_layout"]
+__all__ = ["ALIGNMENT", "MAX_BLOCK_DIM", "DESCRIPTOR_RULES", "DESCRIPTOR_LAYOUT_CLASSES", "DescriptorBreach",
+           "DescriptorUse", "descriptor_breaches"]
 
 ALIGNMENT = 16  # bytes: the base address, and every stride but the last
 MAX_BLOCK_DIM = 256  # elements in each dim of a block (a tensor map's boxDim)
@@ -38,24 +38,10 @@ DESCRIPTOR_RULES = {
              f"{MIN_INNER_BLOCK_BYTES} bytes",
 }
 
-# The layouts that break one rule each while staying legal torch views, in matrix order: the classes of the
-# ``descriptor`` cells, with the rule each breaks and what a tensor of that class is.
-DESCRIPTOR_LAYOUTS = (
-    ("misaligned-base", "base", "a storage offset of one element: the base is not 16-byte aligned"),
-    ("unaligned-rows", "strides", "rows one element longer than the last dim (a row stride of K+1 elements)"),
-    ("transposed", "last-dim", "the last two dims swapped (a .t() view): the last dim is strided"),
-)
-DESCRIPTOR_LAYOUT_CLASSES = tuple(name for name, _, _ in DESCRIPTOR_LAYOUTS)
-
-
-def descriptor_layout(kind: str, ndim: int) -> Layout:
-    """The one :class:`Layout` of descriptor class ``kind`` for a rank-``ndim`` tensor (``unaligned-rows`` and
-    ``transposed`` need rank 2 or more)."""
-    if kind == "misaligned-base":
-        return Layout(kind, offset=1)
-    if kind == "unaligned-rows":
-        return Layout(kind, pad=1)
-    return Layout(kind, perm=tuple(range(ndim - 2)) + (ndim - 1, ndim - 2))
+# The layouts that break one rule each while staying legal torch views: the classes of the ``descriptor``
+# cells, rows of the vocabulary table ``vocabulary.DESCRIPTOR_LAYOUTS`` (each with the rule it breaks, its
+# draw and its sentence).
+DESCRIPTOR_LAYOUT_CLASSES = vocabulary.DESCRIPTOR_LAYOUTS.names()
 
 
 @dataclass(frozen=True, slots=True)

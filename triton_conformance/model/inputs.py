@@ -12,32 +12,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from triton_conformance.errors import InvalidContract
+import triton_conformance.model.vocabulary as vocabulary
 
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-OTHER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "bool")
-# 8-bit floats: subject dtypes (e4m3fn: NaN, no infinity, largest 448; e5m2: IEEE-like, largest 57344), and
-# e8m0 (a power of two, no sign, no zero) for scales.  Not in FLOAT_DTYPES: nothing accumulates in them, and
+# Views of the vocabulary tables (``model/vocabulary.py``: what each class draws and the sentence the
+# report shows), named for the contract's validators.
+FLOAT_DTYPES = vocabulary.DTYPES.names(draw="float")
+OTHER_DTYPES = vocabulary.DTYPES.names(draw=("int", "bool"))
+# 8-bit floats: subject dtypes, and e8m0 for scales.  Not in FLOAT_DTYPES: nothing accumulates in them, and
 # they are probed only where claimed.
-FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
-SCALE_DTYPES = ("float8_e8m0fnu",)
-LAYOUT_CLAIMS = ("contiguous", "any")
+FP8_DTYPES = vocabulary.DTYPES.names(draw="fp8")
+SCALE_DTYPES = vocabulary.DTYPES.names(draw="scale")
+INTEGER_DTYPES = vocabulary.DTYPES.names(draw="int")
 # Bytes per element of each dtype: the descriptor rules and the specialization classes count in bytes.
-DTYPE_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
-               "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e8m0fnu": 1}
+DTYPE_BYTES = {r.name: r.bytes for r in vocabulary.DTYPES.rows}
+LAYOUT_CLAIMS = ("contiguous", "any")
 # Adversarial value classes a subject may claim; "ordinary" is always claimed.
-VALUE_CLASSES = ("huge", "inf", "nan", "denormal", "ties", "zero-blocks", "fp8-overflow", "fp8-subnormal",
-                 "fp8-ties")
+VALUE_CLASSES = vocabulary.VALUES.names(claim="claimed")
 # Value classes that apply, unclaimed, to every subject with an input that declares a
 # value_range: "extreme" fills such inputs out to the ends of their range.
-RANGED_VALUE_CLASSES = ("extreme",)
-INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8")
+RANGED_VALUE_CLASSES = vocabulary.VALUES.names(claim="ranged")
 _INTEGER_LIMITS = {"int8": (-2**7, 2**7 - 1), "int16": (-2**15, 2**15 - 1), "int32": (-2**31, 2**31 - 1),
                    "int64": (-2**63, 2**63 - 1), "uint8": (0, 255)}
 # What accumulate= may say besides a float dtype: "input" (the kernel accumulates in its input dtype).
 ACCUMULATE_INPUT = "input"
 MASK_KINDS = ("bool", "additive")
-# "broadcast" is padding-shaped content given as a stride-0 view over rows.
-MASK_CLASSES = ("causal", "random", "padding", "all", "fully-masked", "broadcast")
+MASK_CLASSES = vocabulary.MASKS.names()
 MASK_POLICIES = ("zeros", "nan", "reject")
 # tl.dot's input_precision for fp32 inputs; None: the subject has no such dot.  "fp8-fast-accumulate": a dot of
 # fp8 inputs whose tensor-core accumulator keeps fewer bits than fp32 on CUDA (Hopper's, without promotion).
@@ -56,8 +55,8 @@ def _dtype_tuple(owner: str, dtypes: Any) -> tuple[str, ...]:
     if not dtypes:
         raise _fail(owner, "dtypes", dtypes, "at least one dtype name, e.g. ('float16', 'float32')")
     for d in dtypes:
-        if d not in FLOAT_DTYPES + FP8_DTYPES + SCALE_DTYPES + OTHER_DTYPES:
-            raise _fail(owner, "dtypes", d, f"one of {FLOAT_DTYPES + FP8_DTYPES + SCALE_DTYPES + OTHER_DTYPES}")
+        if d not in vocabulary.DTYPES:
+            raise _fail(owner, "dtypes", d, f"one of {vocabulary.DTYPES.names()}")
     return dtypes
 
 

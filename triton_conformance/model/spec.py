@@ -12,21 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LAYOUTS", "LAYOUT_CLASSES", "GUARD_ELEMENTS", "Layout", "Spec", "strides_for", "layout_applies"]
+import triton_conformance.model.vocabulary as vocabulary
 
-# The layout classes, in matrix order, each with what a tensor of that class is: the one vocabulary
-# of layouts, which the strategies draw, the cell kinds name their cells after and the report explains.
-# Which ranks a class applies to: layout_applies.
-LAYOUTS = (
-    ("contiguous", "row-major from the start of its storage"),
-    ("transposed", "dims permuted (a .t() or .permute() view)"),
-    ("sliced", "stepped through with gaps between elements (x[:, ::2])"),
-    ("padded", "rows padded with extra elements after each innermost row"),
-    ("offset", "a storage offset of 1 to 64 elements (misaligned starts included)"),
-    ("broadcast", "stride-0 dims, as from expand() (or the gradient of .sum())"),
-    ("size1", "size-1 dims carrying odd strides (legal: any stride works there)"),
-)
-LAYOUT_CLASSES = tuple(name for name, _ in LAYOUTS)
+__all__ = ["LAYOUT_CLASSES", "GUARD_ELEMENTS", "Layout", "Spec", "strides_for", "layout_applies"]
+
+# The layout classes of one tensor, in matrix order: the names of the tensor rows of the one layout
+# table, ``vocabulary.LAYOUTS`` (what each draws and the sentence the report shows are there).
+LAYOUT_CLASSES = vocabulary.LAYOUTS.names(scope="tensor")
 # Elements of sentinel after every input, so a read past the end changes the answer.
 GUARD_ELEMENTS = 256
 
@@ -73,12 +65,8 @@ class Layout:
 
 
 def layout_applies(kind: str, ndim: int, *, is_input: bool = True) -> bool:
-    """Whether layout class ``kind`` means anything for a tensor of rank ``ndim``."""
-    if kind in ("transposed", "padded"):
-        return ndim >= 2
-    if kind == "broadcast":
-        return is_input and ndim >= 1
-    return True
+    """Whether layout class ``kind`` means anything for a tensor of rank ``ndim`` (its row says)."""
+    return vocabulary.LAYOUTS[kind].applies(ndim, is_input=is_input)
 
 
 def strides_for(shape: tuple[int, ...], layout: Layout) -> tuple[tuple[int, ...], int, int]:

@@ -1,7 +1,7 @@
 """The ``descriptor`` cells: inputs read through a tensor descriptor (TMA), laid out to break one of its rules.
 
-A subject whose contract declares an input ``Tensor(..., descriptor=True)`` gets one cell per class of
-:data:`~triton_conformance.model.descriptors.DESCRIPTOR_LAYOUTS`: a storage offset of one element, rows of
+A subject whose contract declares an input ``Tensor(..., descriptor=True)`` gets one cell per row of
+:data:`~triton_conformance.model.vocabulary.DESCRIPTOR_LAYOUTS`: a storage offset of one element, rows of
 K+1 elements, the last two dims swapped.  Each is a legal torch view, so a launcher must copy it (honoured)
 or refuse it in words (rejected; outside a contiguous claim).  A descriptor it builds on the view anyway is
 an ``unsafe: misaligned-descriptor`` finding: the battery checks every descriptor against the hardware's
@@ -16,8 +16,8 @@ from typing import Any
 from triton_conformance.conformance.kinds.base import CellContext
 from triton_conformance.conformance.kinds.searched import SearchedKind
 from triton_conformance.conformance.search.engine import Draw
-from triton_conformance.model.cells import CellClass, Dimension
-from triton_conformance.model.descriptors import DESCRIPTOR_LAYOUTS
+import triton_conformance.model.vocabulary as vocabulary
+from triton_conformance.model.cells import Dimension
 from triton_conformance.model.outcomes import SkipReason
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.descriptor_layouts import breaks_descriptor_rules, descriptor_inputs
@@ -26,8 +26,9 @@ __all__ = ["DescriptorCells"]
 
 
 class DescriptorCells(SearchedKind):
-    dimension = Dimension("descriptor", "inputs read through a tensor descriptor, laid out to break one of its rules",
-                          tuple(CellClass(name, text) for name, _, text in DESCRIPTOR_LAYOUTS))
+    @property
+    def dimension(self) -> Dimension:
+        return vocabulary.derived(vocabulary.Vocabulary.dimension, vocabulary.DESCRIPTOR_LAYOUTS)
 
     def values(self, subject: Subject) -> tuple[str, ...]:
         # Cells only of the subjects that declare a descriptor input, not skipped rows of every matrix.

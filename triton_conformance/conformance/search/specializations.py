@@ -88,7 +88,7 @@ def nearest_in_class(n: int, target: tuple[int, str], lo: int, hi: int, *, upwar
     if kind == "one":
         return 1 if first <= 1 <= last else None
     m = min(max(n, first), last)
-    fits = (lambda v: v % 16 == 0 and v != 0) if kind == "div16" else (lambda v: v != 1 and v % 16 != 0)
+    fits = lambda v: v != 0 and specialization_class(v) == kind  # noqa: E731 - Triton's one int class test
     below = next((v for v in range(m, max(first, m - 16) - 1, -1) if fits(v)), None)
     above = next((v for v in range(m, min(last, m + 16) + 1) if fits(v)), None)
     if below is None or above is None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from triton_conformance.model.contract import Contract
-from triton_conformance.model.inputs import FP8_DTYPES
+import triton_conformance.model.vocabulary as vocabulary
 from triton_conformance.model.scales import Scale
-from triton_conformance.model.spec import LAYOUT_CLASSES, Layout, layout_applies
+from triton_conformance.model.spec import Layout
 from triton_conformance.strategies._internal.cached import nonempty_subsets, sampled_from
-from triton_conformance.strategies._internal.layouts import layouts
+from triton_conformance.strategies._internal.layouts import drawn_layouts
 
 __all__ = ["input_dtypes", "input_layouts"]
 
@@ -27,7 +27,7 @@ def input_dtypes(contract: Contract, dtype: str) -> dict[str, str]:
         if spec.is_mask or isinstance(spec, Scale):  # a scale keeps its own dtype: the probes are the data's
             out[name] = spec.dtypes[0]
         elif dtype in spec.dtypes or (dtype not in contract.float_dtypes() and spec.dtypes[0] in
-                                      ("float16", "bfloat16", "float32", "float64") + FP8_DTYPES):
+                                      vocabulary.DTYPES.names(draw=("float", "fp8"))):
             out[name] = dtype
         else:
             out[name] = spec.dtypes[0]
@@ -41,20 +41,23 @@ def input_dtypes(contract: Contract, dtype: str) -> dict[str, str]:
 def input_layouts(draw, contract: Contract, layout_class: str | None, mask_class: str | None) -> dict[str, Layout]:
     ranks = {n: len(s.shape) for n, s in contract.inputs.items()}
     out: dict[str, Layout] = {}
-    if layout_class in LAYOUT_CLASSES and layout_class != "contiguous":
-        eligible = [n for n in contract.inputs if layout_applies(layout_class, ranks[n])
-                    and not (layout_class == "broadcast" and n in contract.inplace)]  # a written input: no stride 0
+    table = vocabulary.LAYOUTS
+    row = table[layout_class] if layout_class is not None else None
+    if row is not None and row.scope == "tensor" and row.draw != "contiguous":
+        eligible = [n for n in contract.inputs if row.applies(ranks[n])
+                    and not (row.inputs_only and n in contract.inplace)]  # a written input: no stride 0
         chosen = draw(nonempty_subsets(tuple(eligible))) if eligible else []
         for n in chosen:
-            out[n] = draw(layouts(layout_class, ranks[n]))
-    elif layout_class in ("mixed", "memory"):
+            out[n] = draw(drawn_layouts(row, ranks[n]))
+    elif row is not None and row.scope == "spec":
+        tensor_rows = table.select(scope="tensor")
         for n, spec in contract.inputs.items():
-            if layout_class == "memory" and spec.layouts == "contiguous":
+            if row.draw == "per-claimed-input" and spec.layouts == "contiguous":
                 continue
-            kind = draw(sampled_from(tuple(k for k in LAYOUT_CLASSES if layout_applies(k, ranks[n])
-                                           and not (k == "broadcast" and n in contract.inplace))))
-            out[n] = draw(layouts(kind, ranks[n]))
+            kind = draw(sampled_from(tuple(r for r in tensor_rows if r.applies(ranks[n])
+                                           and not (r.inputs_only and n in contract.inplace))))
+            out[n] = draw(drawn_layouts(kind, ranks[n]))
     mask = contract.mask_name
-    if mask_class == "broadcast" and mask is not None and ranks[mask] >= 2:
+    if mask_class is not None and mask is not None and vocabulary.MASKS[mask_class].one_row and ranks[mask] >= 2:
         out[mask] = Layout("broadcast", broadcast=(ranks[mask] - 2,))  # one mask row for all rows
     return {k: v for k, v in out.items() if v != Layout()}

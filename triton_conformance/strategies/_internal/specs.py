@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from triton_conformance.model.descriptors import DESCRIPTOR_LAYOUT_CLASSES
-from triton_conformance.model.contract import MASK_CLASSES, RANGED_VALUE_CLASSES, VALUE_CLASSES, Contract, Dim
-from triton_conformance.model.spec import LAYOUT_CLASSES, Spec
+import triton_conformance.model.vocabulary as vocabulary
+from triton_conformance.model.contract import Contract, Dim
+from triton_conformance.model.spec import Spec
 from triton_conformance.strategies._internal.cached import integers, sampled_from
 from triton_conformance.strategies._internal.descriptor_layouts import (
     breaks_descriptor_rules,
@@ -30,8 +30,7 @@ from triton_conformance.strategies._internal.sizes import non_power_of_two_sizes
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.strategies._internal.validation import check_one_of
 
-__all__ = ["specs", "in_shape_class", "is_bounded", "outer_dims", "UNBOUNDED", "SHAPE_CLASSES", "LAYOUT_DRAWS",
-           "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK", "WIDE_OUTER_FROM", "WIDE_OUTER_SPREAD"]
+__all__ = ["specs", "in_shape_class", "is_bounded", "outer_dims", "UNBOUNDED", "DEFAULT_MAX_ELEMENTS", "BEYOND_BLOCK", "WIDE_OUTER_FROM", "WIDE_OUTER_SPREAD"]
 
 DEFAULT_MAX_ELEMENTS = 1 << 14
 # Dims other than the widest one are the grid in most kernels, and each program
@@ -260,10 +259,6 @@ def _other_forced_dims(contract: Contract, shape_class: str, layout_class: str |
     return st.just({})
 
 
-SHAPE_CLASSES = ("any", "tiny", "non-pow2", "beyond-block", "wide-outer", "empty", "beyond-range")
-LAYOUT_DRAWS = LAYOUT_CLASSES + ("mixed", "memory")
-
-
 def specs(
     contract: Contract,
     *,
@@ -303,25 +298,26 @@ def specs(
     - ``palette``: draw sizes from :func:`palette_sizes`, a few per Triton
       specialization class, so that on a compiling back end (CUDA) repeated
       examples reuse kernels instead of compiling one per example;
-    - ``descriptor``: a class of ``DESCRIPTOR_LAYOUT_CLASSES`` (instead of ``layout``): some of the inputs
+    - ``descriptor``: a class of ``vocabulary.DESCRIPTOR_LAYOUTS`` (instead of ``layout``): some of the inputs
       read through a tensor descriptor laid out to break that class's rule, and only specs where it does.
 
     Shrinks towards small dims, the first dtype, mild layouts and seed 0.
     """
+    # The classes are the vocabulary tables' rows (model/vocabulary.py), read here, never copied.
     if layout is not None:
-        check_one_of("specs", "layout", layout, LAYOUT_DRAWS)
-    check_one_of("specs", "shape", shape, SHAPE_CLASSES)
+        check_one_of("specs", "layout", layout, vocabulary.LAYOUTS.names())
+    check_one_of("specs", "shape", shape, vocabulary.SHAPES.names(draw="specs"))
     if descriptor is not None:
-        check_one_of("specs", "descriptor", descriptor, DESCRIPTOR_LAYOUT_CLASSES)
+        check_one_of("specs", "descriptor", descriptor, vocabulary.DESCRIPTOR_LAYOUTS.names())
         if layout is not None or not descriptor_inputs(contract, descriptor):
             raise InvalidArgument(f"specs: descriptor={descriptor!r}, expected layout=None and an input declared "
                                   f"descriptor=True that the class applies to; layout={layout!r}")
     if shape == "wide-outer" and not outer_dims(contract):
         raise InvalidArgument(f"specs: shape='wide-outer', expected a contract with a dim other than the widest "
                               f"whose range reaches {WIDE_OUTER_FROM}; dims={dict(contract.dims)!r}")
-    check_one_of("specs", "values", values, ("ordinary",) + VALUE_CLASSES + RANGED_VALUE_CLASSES)
+    check_one_of("specs", "values", values, vocabulary.VALUES.names())
     if mask is not None:
-        check_one_of("specs", "mask", mask, MASK_CLASSES)
+        check_one_of("specs", "mask", mask, vocabulary.MASKS.names())
     caps = [c for c in (max_elements, contract.max_elements) if c]
     budget = min(caps) if caps else DEFAULT_MAX_ELEMENTS
     claimed = contract.float_dtypes() or tuple(contract.inputs[contract.tensor_names[0]].dtypes)

@@ -11,11 +11,13 @@ import math
 
 import torch
 
-from triton_conformance.strategies._internal.fp8_values import FP8_FILLS, fill_fp8
+import triton_conformance.model.vocabulary as vocabulary
+from triton_conformance.strategies._internal.fp8_values import FP8_DRAWS, fill_fp8
 
-__all__ = ["VALUE_FILLS", "fill_scales", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
+__all__ = ["VALUE_FILLS", "VALUE_DRAWS", "fill_scales", "fill_values", "fill_indices", "exp_overflow_threshold", "representable_range"]
 
-VALUE_FILLS = ("ordinary", "huge", "inf", "nan", "denormal", "ties", "extreme") + FP8_FILLS
+# The value classes filled here: every row of ``vocabulary.VALUES``, each by the draw it names (VALUE_DRAWS).
+VALUE_FILLS = vocabulary.VALUES.names()
 # Share of an index input's elements set to a special value (an ignore index).
 SPECIAL_FRACTION = 0.25
 
@@ -102,6 +104,43 @@ def fill_scales(shape: tuple[int, ...], dtype: torch.dtype, seed: int,
     return x.to(dtype).to(torch.float64)
 
 
+def _huge(x, shape, dtype, value_range, gen, on):
+    # Magnitudes around exp's overflow point; some rows all-negative so exp underflows.
+    limit = exp_overflow_threshold(dtype)
+    sign = torch.where(torch.rand(shape[:-1] + (1,) if shape else (), **on) < 0.5, -1.0, 1.0)
+    return sign.to(torch.float64) * limit * (0.75 + 0.25 * x.abs().clamp(max=3.0))
+
+
+def _subnormal(x, shape, dtype, value_range, gen, on):
+    tiny = torch.finfo(dtype).tiny  # smallest normal
+    sub = torch.rand(shape, dtype=torch.float64, **on) * tiny * torch.sign(x)
+    use = torch.rand(shape, dtype=torch.float64, **on) < 0.5
+    return torch.where(use, sub, x)
+
+
+def _fp8(draw: str):
+    def fill(x, shape, dtype, value_range, gen, on):
+        return fill_fp8(x, shape, draw, on)
+    return fill
+
+
+# What each value row's ``draw`` names: float64 contents from ordinary N(0, 1) values ``x`` (already inside a
+# declared range), the shape, the dtype, the (representable) range or None, and the seeded generator.
+VALUE_DRAWS = {
+    "normal": lambda x, shape, dtype, value_range, gen, on: x,
+    "exp-overflow": _huge,
+    "infinities": lambda x, shape, dtype, value_range, gen, on: _sprinkle(
+        _sprinkle(x, gen, 0.05, math.inf), gen, 0.05, -math.inf),
+    "nans": lambda x, shape, dtype, value_range, gen, on: _sprinkle(x, gen, 0.1, math.nan),
+    "subnormal": _subnormal,
+    "small-integers": lambda x, shape, dtype, value_range, gen, on: torch.randint(-2, 3, shape, **on).to(
+        torch.float64),
+    "range-ends": lambda x, shape, dtype, value_range, gen, on: (
+        x if value_range is None else _extreme(x, shape, value_range, on)),
+    **{draw: _fp8(draw) for draw in FP8_DRAWS},
+}
+
+
 def fill_values(shape: tuple[int, ...], dtype: torch.dtype, value_class: str, seed: int,
                 device: str | torch.device = "cpu", value_range: tuple[float, float] | None = None) -> torch.Tensor:
     """Float64 contents of ``shape`` for ``value_class``, already representable in ``dtype``.
@@ -126,33 +165,15 @@ def fill_values(shape: tuple[int, ...], dtype: torch.dtype, value_class: str, se
                 lo = max(math.ceil(value_range[0]), torch.iinfo(dtype).min)
                 hi = min(math.floor(value_range[1]), lo + 200, torch.iinfo(dtype).max)
         return torch.randint(lo, hi + 1, shape, **on).to(torch.float64)
+    row = vocabulary.VALUES[value_class] if value_class in vocabulary.VALUES else None
+    if row is None or row.draw not in VALUE_DRAWS:
+        raise ValueError(f"fill_values: value_class={value_class!r}, expected one of {VALUE_FILLS} (a row of "
+                         f"vocabulary.VALUES whose draw is one of {tuple(VALUE_DRAWS)})")
     x = torch.randn(shape, dtype=torch.float64, **on)
     if value_range is not None:
         value_range = representable_range(value_range, dtype)
         x = _in_range(x, value_range, on)
-    if value_class == "extreme":
-        if value_range is not None:
-            x = _extreme(x, shape, value_range, on)
-    elif value_class == "huge":
-        # Magnitudes around exp's overflow point; some rows all-negative so exp underflows.
-        limit = exp_overflow_threshold(dtype)
-        sign = torch.where(torch.rand(shape[:-1] + (1,) if shape else (), **on) < 0.5, -1.0, 1.0)
-        x = sign.to(torch.float64) * limit * (0.75 + 0.25 * x.abs().clamp(max=3.0))
-    elif value_class == "inf":
-        x = _sprinkle(_sprinkle(x, gen, 0.05, math.inf), gen, 0.05, -math.inf)
-    elif value_class == "nan":
-        x = _sprinkle(x, gen, 0.1, math.nan)
-    elif value_class == "denormal":
-        tiny = torch.finfo(dtype).tiny  # smallest normal
-        sub = torch.rand(shape, dtype=torch.float64, **on) * tiny * torch.sign(x)
-        use = torch.rand(shape, dtype=torch.float64, **on) < 0.5
-        x = torch.where(use, sub, x)
-    elif value_class == "ties":
-        x = torch.randint(-2, 3, shape, **on).to(torch.float64)
-    elif value_class in FP8_FILLS:
-        x = fill_fp8(x, shape, value_class, on)
-    elif value_class != "ordinary":
-        raise ValueError(f"fill_values: value_class={value_class!r}, expected one of {VALUE_FILLS}")
-    if value_range is not None and value_class not in ("ordinary", "extreme"):
+    x = VALUE_DRAWS[row.draw](x, shape, dtype, value_range, gen, on)
+    if value_range is not None and row.claim == "claimed":  # a claimed class's finite values stay in the range
         x = torch.where(torch.isfinite(x), x.clamp(*value_range), x)
     return x.to(dtype).to(torch.float64)

@@ -39,39 +39,28 @@ from triton_conformance.conformance.battery.runners import BackwardExamples
 from triton_conformance.conformance.kinds.base import CellContext, CellKind, untestable
 from triton_conformance.conformance.search.cell import search_cell
 from triton_conformance.conformance.search.engine import Draw
+import triton_conformance.model.vocabulary as vocabulary
 from triton_conformance.model.cells import CellClass, Dimension
-from triton_conformance.model.contract import FLOAT_DTYPES
 from triton_conformance.model.outcomes import CellResult, SkipReason
 from triton_conformance.model.spec import Layout, Spec
 from triton_conformance.model.subject import Subject
 from triton_conformance.strategies._internal.layouts import layouts
 from triton_conformance.strategies._internal.specs import in_shape_class, outer_dims, specs
 
-__all__ = ["GradientCells", "GRAD_LAYOUTS", "gradient_specs", "cell_options"]
+__all__ = ["GradientCells", "grad_layout_rows", "gradient_specs", "cell_options"]
 
-GRAD_LAYOUTS = ("contiguous", "transposed", "sliced", "padded", "offset", "broadcast")
-_LAYOUTS = (
-    ("contiguous", "grad_output row-major"),
-    ("transposed", "grad_output a .t() / .permute() view"),
-    ("sliced", "grad_output stepped through with gaps (g[:, ::2])"),
-    ("padded", "grad_output rows padded with extra elements"),
-    ("offset", "grad_output at a storage offset of 1 to 64 elements"),
-    ("broadcast", "grad_output with stride-0 dims, as .sum().backward() or expand() give"),
-)
-_DTYPES = ("float16", "bfloat16", "float32", "float64")
-_SHAPES = (
-    ("non-pow2", "dims at 2^k +- 1 and primes: every tail block of the backward partial"),
-    ("beyond-block", "the widest dim past one block, then a long batch of short rows (an outer dim past 128, "
-                     "up to the top of its range): partial-sum buffers sized by the grid"),
-)
-_VALUES = (
-    ("huge", "inputs around exp's overflow point"),
-    ("inf", "some inputs +inf or -inf"),
-    ("nan", "some inputs NaN"),
-    ("denormal", "half the inputs subnormal"),
-    ("ties", "small integers: maxima and sums tie exactly"),
-    ("extreme", "inputs that declare a value_range filled out to its ends"),
-)
+# The shape classes the grad cells take from the shape table (beyond-block searches wide-outer too).
+_SHAPES = ("non-pow2", "beyond-block")
+
+
+def grad_layout_rows(layouts: vocabulary.Vocabulary | None = None) -> tuple[vocabulary.LayoutClass, ...]:
+    """The layout table's rows a grad_output is drawn in (``grad_output=True``), in table order."""
+    return (layouts or vocabulary.LAYOUTS).select(scope="tensor", grad_output=True)
+
+
+def _value_rows(values: vocabulary.Vocabulary | None = None) -> tuple[vocabulary.ValueClass, ...]:
+    """The value table's rows that are grad cells: claimed or ranged, not a quantizer's fp8 cases."""
+    return (values or vocabulary.VALUES).select(quantizer=False, claim=("claimed", "ranged"))
 
 
 def _rank2(subject: Subject) -> bool:
@@ -81,14 +70,16 @@ def _rank2(subject: Subject) -> bool:
 def _grad_layout(grad_layout: str | None, rank: int) -> st.SearchStrategy[Layout]:
     """A grad_output layout of class ``grad_layout`` (any class: ``None``) for a rank-``rank`` output;
     contiguous where the class needs a rank the output lacks (an output other than the first)."""
+    # A rank-0 grad_output keeps the rank-1 classes: each draws its one layout there.
     if grad_layout is None:
-        classes = [k for k in GRAD_LAYOUTS if rank >= 2 or k not in ("transposed", "padded")]
+        classes = [r.name for r in grad_layout_rows() if r.applies(max(rank, 1))]
         return st.sampled_from(classes).flatmap(lambda k: layouts(k, rank))
-    if grad_layout in ("transposed", "padded") and rank < 2:
+    row = vocabulary.LAYOUTS[grad_layout]
+    if not row.applies(max(rank, 1)):
         return st.just(Layout())
-    if grad_layout == "broadcast" and rank:
+    if row.draw == "stride0" and rank:
         # Every dim stride 0 first (the grad of .sum(): ones expanded), then any subset.
-        return st.one_of(st.just(Layout("broadcast", broadcast=tuple(range(rank)))), layouts("broadcast", rank))
+        return st.one_of(st.just(Layout(row.name, broadcast=tuple(range(rank)))), layouts(row.name, rank))
     return layouts(grad_layout, rank)
 
 
@@ -117,29 +108,42 @@ def cell_options(value: str) -> dict[str, Any]:
             "pins": pins}
 
 
-class GradientCells(CellKind):
-    """The backward's cells, a dimension of their own; only for subjects that declare a backward."""
-
-    steers = True
-    kernels = "backward"
-    dimension = Dimension("grad", "the declared backward's gradients, against float64 autograd of the oracle", (
-        *(CellClass(f"layout:{k}", s) for k, s in _LAYOUTS),
-        *(CellClass(f"dtype:{d}", f"inputs (and so grad_output) in {d}") for d in _DTYPES),
-        *(CellClass(f"shape:{k}", s) for k, s in _SHAPES),
-        *(CellClass(f"values:{k}", s) for k, s in _VALUES),
+def _dimension(layouts: vocabulary.Vocabulary, dtypes: vocabulary.Vocabulary, shapes: vocabulary.Vocabulary,
+               values: vocabulary.Vocabulary) -> Dimension:
+    """The grad cells' classes, composed from the tables' rows and sentences."""
+    return Dimension("grad", "the declared backward's gradients, against float64 autograd of the oracle", (
+        *layouts.classes(grad_layout_rows(layouts), prefix="layout:", text=lambda r: f"grad_output: {r.text}"),
+        *dtypes.classes(dtypes.select(draw="float"), prefix="dtype:", text=lambda r: f"{r.text} (and so grad_output)"),
+        # beyond-block: the widest dim past a block, then a long batch of short rows
+        *shapes.classes(tuple(shapes[k] for k in _SHAPES), prefix="shape:", text=lambda r: r.text if r.name !=
+                        "beyond-block" else f"{r.text}; then {shapes['wide-outer'].text}"),
+        *values.classes(_value_rows(values), prefix="values:"),
         CellClass("memory", "inputs in any claimed layout, grad_output in any; saved tensors and grad_output "
                             "unchanged, gradients fully written and inside their guard bands, no reads outside"),
         CellClass("determinism", "two backward passes on identical inputs agree bit for bit"),
     ))
 
+
+class GradientCells(CellKind):
+    """The backward's cells, a dimension of their own; only for subjects that declare a backward."""
+
+    steers = True
+    kernels = "backward"
+
+    @property
+    def dimension(self) -> Dimension:
+        return vocabulary.derived(_dimension, vocabulary.LAYOUTS, vocabulary.DTYPES, vocabulary.SHAPES,
+                                  vocabulary.VALUES)
+
     def values(self, subject: Subject) -> tuple[str, ...]:
         contract = subject.contract
         if contract.backward is None:
             return ()
-        layouts_ = [f"layout:{k}" for k, _ in _LAYOUTS if _rank2(subject) or k not in ("transposed", "padded")]
-        dtypes = [f"dtype:{d}" for d in contract.float_dtypes() if d in _DTYPES]
-        shapes = [f"shape:{k}" for k, _ in _SHAPES if self.skip_reason(subject, f"shape:{k}", None) is None]
-        values = [f"values:{k}" for k, _ in _VALUES if k in contract.values or (k == "extreme" and contract.ranged)]
+        layouts_ = [f"layout:{r.name}" for r in grad_layout_rows() if _rank2(subject) or r.min_rank < 2]
+        dtypes = [f"dtype:{d}" for d in contract.float_dtypes() if d in vocabulary.DTYPES.names(draw="float")]
+        shapes = [f"shape:{k}" for k in _SHAPES if self.skip_reason(subject, f"shape:{k}", None) is None]
+        values = [f"values:{r.name}" for r in _value_rows()
+                  if r.name in contract.values or (r.claim == "ranged" and contract.ranged)]
         determinism = ["determinism"] if contract.backward.deterministic else []
         return tuple(layouts_ + dtypes + shapes + values + ["memory"] + determinism)
 
@@ -154,12 +158,12 @@ class GradientCells(CellKind):
         if value == "determinism" and not contract.backward.deterministic:
             return SkipReason("the backward is declared nondeterministic (Backward(deterministic=False): atomics "
                               "in dW)", code="gradients:nondeterministic")
-        if kind == "layout" and arg in ("transposed", "padded") and not _rank2(subject):
+        if kind == "layout" and vocabulary.LAYOUTS[arg].min_rank >= 2 and not _rank2(subject):
             return SkipReason(f"grad_output layout {arg!r} needs an output of rank >= 2", code="gradients:rank")
         if value == "shape:beyond-block" and max(d.max for d in contract.dims.values()) < 64:
             return SkipReason("no dim can exceed a block", code="shape:within-a-block")
         if kind == "values":
-            if arg == "extreme":
+            if vocabulary.VALUES[arg].claim == "ranged":
                 return None if contract.ranged else SkipReason("no input declares a value_range",
                                                                code="values:no-range")
             return None if arg in contract.values else SkipReason(f"value class {arg!r} not claimed",
@@ -177,7 +181,7 @@ class GradientCells(CellKind):
     def run(self, context: CellContext, value: str) -> CellResult:
         options = cell_options(value)
         policy, backend = context.policy, context.backend
-        testable = tuple(d for d in FLOAT_DTYPES if d not in backend.untestable)
+        testable = tuple(d for d in vocabulary.DTYPES.names(draw="float") if d not in backend.untestable)
 
         def strategy(**pins: Any) -> st.SearchStrategy[Spec]:
             return gradient_specs(context.subject, grad_layout=options["grad_layout"], memory=options["memory"],

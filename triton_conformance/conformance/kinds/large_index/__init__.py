@@ -16,18 +16,24 @@ from triton_conformance.conformance.kinds.large_index.example import (
     run_large_index_example,
 )
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
-from triton_conformance.model.cells import CellClass, Dimension
+import triton_conformance.model.vocabulary as vocabulary
+from triton_conformance.model.cells import Dimension
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding
 from triton_conformance.model.subject import Subject
 
 __all__ = ["LargeIndexCell"]
 
 
+def _dimension(shapes: vocabulary.Vocabulary) -> Dimension:
+    return Dimension("shape", "", shapes.classes(shapes.select(draw="large-index")))
+
+
 class LargeIndexCell(CellKind):
     interpreter_cost = False  # designed sizes: not held to the interpreter's cost allowance
     spec_examples = False  # its example is no spec: nothing for example_tensors to build
-    dimension = Dimension("shape", "", (CellClass(
-        "large-index", "one input past 2^31 elements, where an int32 offset such as pid * BLOCK wraps around"),))
+    @property
+    def dimension(self) -> Dimension:  # the shape table's large-index row
+        return vocabulary.derived(_dimension, vocabulary.SHAPES)
 
     def skip_reason(self, subject: Subject, value: str, backend: Any) -> str | None:
         plan = large_index_plan(subject.contract)

@@ -14,7 +14,7 @@ One family a module; :func:`subjects` imports them all.
 
 import importlib
 
-MODULES = ("reductions", "normalization", "linear", "activations", "losses")
+MODULES = ("reductions", "normalization", "linear", "activations", "losses", "fp8")
 
 
 def subjects():

@@ -194,7 +194,7 @@ def cut(text: str, keep: tuple[str, ...]) -> tuple[str, list[str]]:
 def unbound(source: str) -> list[str]:
     """Names the module reads that nothing in it binds and that are not builtins (a rough, local check)."""
     tree = ast.parse(source)
-    bound = set(dir(builtins))
+    bound = set(dir(builtins)) | {"__file__", "__name__"}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)

@@ -79,7 +79,13 @@ def vllm_per_token_group_quant_fp8_colmajor(x, G):
     return per_token_group_quant_fp8(x, G, column_major_scales=True, use_ue8m0=False)
 
 
-@subject(**quant_contract("vllm_group_quant", scale_by="reciprocal", quantize_by="divide", rows=("B", "T")))
+VLLM_3D_BUG = ("vLLM 0.34.0's Triton fallback of per_token_group_quant_fp8 takes x.shape[1] as the row length and "
+               "x.stride(0) as the row stride, so a 3-D x (B, T, K) is read at the wrong places (T < 128: "
+               "groups_per_row = T // 128 = 0, an integer division by zero): FINDINGS.md, serving_fp8 bug 1")
+
+
+@subject(**quant_contract("vllm_group_quant", scale_by="reciprocal", quantize_by="divide", rows=("B", "T")),
+         xfail=VLLM_3D_BUG)
 def vllm_per_token_group_quant_fp8_3d(x, G):
     """vLLM: ``per_token_group_quant_fp8`` on a 3-D x (B, T, K), as its docstring allows (ndim >= 2)."""
     return per_token_group_quant_fp8(x, G, column_major_scales=False, use_ue8m0=False)

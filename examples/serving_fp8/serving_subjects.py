@@ -53,7 +53,7 @@ def quant_contract(family, scale_by, quantize_by, rows=("M",)):
     def oracle(x, G):
         q, s = group_quantized(x.reshape(-1, x.shape[-1]), group=G, eps=EPS, scale_by=scale_by,
                                quantize_by=quantize_by)
-        return q.reshape(x.shape), s.reshape(*x.shape[:-1], -1)
+        return q.reshape(x.shape), s.reshape(*x.shape[:-1], s.shape[-1])  # -1 is ambiguous for an empty x
 
     return dict(
         family=family,

@@ -12,6 +12,7 @@ SUBJECTS = {  # subjects module -> the tutorial's module in sources/
     "subjects_03_matrix_multiplication": "tutorial_03_matrix_multiplication",
     "subjects_05_layer_norm": "tutorial_05_layer_norm",
     "subjects_06_fused_attention": "tutorial_06_fused_attention",
+    "subjects_09_persistent_matmul": "tutorial_09_persistent_matmul",
 }
 
 
@@ -21,3 +22,12 @@ def present():
 
 def pytest_conformance_modules(config):
     return present()
+
+
+SOURCES = tuple(SUBJECTS.values())
+PARTIAL = True  # a folder that runs what it has (each tutorial is a subjects module of its own)
+
+
+def missing():
+    """The tutorials' modules sources/ lacks (run_examples.py names them)."""
+    return [source for m, source in SUBJECTS.items() if m not in present()]

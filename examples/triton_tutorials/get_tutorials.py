@@ -24,6 +24,7 @@ TUTORIALS = {  # module in sources/ -> the tutorial's file in python/tutorials/
     "tutorial_03_matrix_multiplication": "03-matrix-multiplication.py",
     "tutorial_05_layer_norm": "05-layer-norm.py",
     "tutorial_06_fused_attention": "06-fused-attention.py",
+    "tutorial_09_persistent_matmul": "09-persistent-matmul.py",
 }
 
 

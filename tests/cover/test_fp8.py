@@ -159,3 +159,24 @@ def test_e8m0_scales_are_powers_of_two():
     s = build_inputs(contract, Spec(dims={"M": 8, "K": 16}, layouts={}, seed=2,
                                     dtypes={"a": "float8_e4m3fn", "a_scale": "float8_e8m0fnu"})).views["a_scale"].double()
     assert (torch.exp2(torch.log2(s).round()) == s).all() and len(s.unique()) > 1
+
+
+def test_the_group_quantizer_oracle_forms_each_quotient_as_declared_by_division_or_an_fp32_reciprocal():
+    import numpy as np
+
+    x = (torch.randn(64, 256, generator=torch.Generator().manual_seed(5)) * 3).to(torch.bfloat16).double()
+    x32 = x.float().numpy()
+    amax = np.maximum(np.abs(x32).reshape(64, 2, 128).max(axis=-1), np.float32(1e-10))
+    for scale_by, quantize_by in (("reciprocal", "divide"), ("divide", "reciprocal"), ("reciprocal", "reciprocal")):
+        # numpy's float32 arithmetic rounds each step once: the kernels' fp32 steps, written out.
+        s = amax * (np.float32(1) / np.float32(448)) if scale_by == "reciprocal" else amax / np.float32(448)
+        wide = np.repeat(s, 128, axis=1)
+        y = x32 * (np.float32(1) / wide) if quantize_by == "reciprocal" else x32 / wide
+        expected = torch.from_numpy(np.clip(y, -448, 448)).to(torch.float8_e4m3fn).double()
+        q, scales = group_quantized(x, group=128, scale_by=scale_by, quantize_by=quantize_by)
+        assert torch.equal(scales, torch.from_numpy(s).double()) and torch.equal(q, expected)
+    plain, _ = group_quantized(x, group=128)
+    reciprocal, _ = group_quantized(x, group=128, quantize_by="reciprocal")
+    assert (plain != reciprocal).any()  # the two rules are different rules on this input
+    with pytest.raises(ValueError, match="quantize_by='multiply', expected one of"):
+        group_quantized(x, group=128, quantize_by="multiply")

@@ -29,10 +29,18 @@ def fp8_cast(y: torch.Tensor, dtype: str, *, saturate: bool) -> torch.Tensor:
 
 
 def group_quantized(x: torch.Tensor, *, group: int, dtype: str = "float8_e4m3fn", eps: float = 1e-10,
-                    saturate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                    saturate: bool = True, scale_by: str = "divide",
+                    quantize_by: str = "divide") -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token-group quantization of a 2-D ``x`` along its last dim, in groups of ``group`` (the last
     one partial where ``group`` does not divide it): ``(q, scales)``, ``scales[m, g] = max(amax, eps) /
-    largest`` in fp32 and ``q = cast(x / scale)``."""
+    largest`` in fp32 and ``q = cast(x / scale)``.
+
+    ``scale_by`` and ``quantize_by`` say how each fp32 quotient is formed, as kernels differ there:
+    ``"divide"`` (IEEE division) or ``"reciprocal"`` (times the fp32 reciprocal of the divisor, rounded
+    once: vLLM's ``amax * (1.0 / fp8_max)``, SGLang's ``y * (1.0 / y_s)``)."""
+    for name, value in (("scale_by", scale_by), ("quantize_by", quantize_by)):
+        if value not in QUOTIENTS:
+            raise ValueError(f"group_quantized: {name}={value!r}, expected one of {QUOTIENTS}")
     x32 = x.to(torch.float32)
     rows, width = x32.shape
     groups = -(-width // group)
@@ -40,9 +48,23 @@ def group_quantized(x: torch.Tensor, *, group: int, dtype: str = "float8_e4m3fn"
     padded[:, :width] = x32
     amax = padded.abs().view(rows, groups, group).amax(dim=-1)
     largest = float(torch.finfo(getattr(torch, dtype)).max)
-    scales = _ieee_divide(torch.maximum(amax, torch.tensor(eps, dtype=torch.float32)), largest)
-    q = fp8_cast(_ieee_divide(x32, scales.repeat_interleave(group, dim=1)[:, :width]), dtype, saturate=saturate)
+    scales = _quotient(torch.maximum(amax, torch.tensor(eps, dtype=torch.float32)), largest, scale_by)
+    q = fp8_cast(_quotient(x32, scales.repeat_interleave(group, dim=1)[:, :width], quantize_by), dtype,
+                 saturate=saturate)
     return q, scales.to(torch.float64)
+
+
+QUOTIENTS = ("divide", "reciprocal")
+
+
+def _quotient(a: torch.Tensor, b, how: str) -> torch.Tensor:
+    """fp32 ``a / b``: IEEE division (``"divide"``), or ``a`` times ``b``'s fp32 reciprocal
+    (``"reciprocal"``), each product rounded once to fp32 (exact in float64: 24-bit by 24-bit)."""
+    if how == "divide":
+        return _ieee_divide(a, b)
+    b32 = b.to(torch.float32) if isinstance(b, torch.Tensor) else torch.tensor(b, dtype=torch.float32)
+    inverse = _ieee_divide(torch.ones_like(b32), b32)
+    return (a.to(torch.float64) * inverse.to(torch.float64)).to(torch.float32)
 
 
 def _ieee_divide(a: torch.Tensor, b) -> torch.Tensor:

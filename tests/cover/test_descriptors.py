@@ -1,5 +1,9 @@
 """Tensor descriptors in the contract: the hardware's rules, the declaration, the descriptor cells' draws."""
 
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel is defined: a later module's run on the interpreter
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 

@@ -24,6 +24,10 @@
 #   fp8zoo        the fp8 casts, the fp8 zoo and twins, the fp8 dot's accumulator (bench/gpu/fp8_zoo.py)
 #   firstbad      two recorded runs at two commits and `history first-bad` (bench/gpu/history_first_bad.sh;
 #                 SQLAlchemy from .whl)
+#   fp8calib      torch's fp8 operations as calibration subjects (_scaled_mm, fast and not; the e4m3 cast), FC_SEEDS [3]
+#                 fresh nightly seeds within FC_MINUTES [1.5]
+#   servingfp8    examples/serving_fp8 (vLLM's and SGLang's fp8 kernels; carry examples/serving_fp8/sources) on CUDA,
+#                 nightly profile; servingli: its large_index_check.py (2^31 + 1024 elements per quantizer)
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
 #                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
@@ -182,6 +186,11 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
                      run_step "falsealarms_${FA_NAME:-new}" "${FA_LIMIT:-420}" python3 bench/gpu/false_alarms_pool.py \
                          --seeds "${FA_SEEDS:-20}" --workers "${FA_WORKERS:-14}" --profile nightly --device cuda \
                          --root "${FA_ROOT:-.}" --out "$L/fa_${FA_NAME:-new}.jsonl" ;;
+        fp8calib) run_step fp8calib "${FC_LIMIT:-120}" python3 bench/calibration.py --device cuda \
+                      --subjects torch_scaled_mm,torch_to_float8 --seeds "${FC_SEEDS:-3}" --minutes "${FC_MINUTES:-1.5}" ;;
+        servingfp8) ( cd examples/serving_fp8 && run_step servingfp8 "${SF_LIMIT:-150}" python3 -m triton_conformance.cli \
+                        run --device cuda --profile nightly -n 4 --fresh --results "$L/serving_fp8/results.json" ) ;;
+        servingli) ( cd examples/serving_fp8 && run_step servingli "${SL_LIMIT:-90}" python3 large_index_check.py ) ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;
         *) note "unknown step $step" ;;
     esac

@@ -1,6 +1,6 @@
-"""compat.fast_paths: the interpreter's dtype, constexpr and block-shape bookkeeping gives the answers the
-originals give, for the arguments the fast paths take and for those they hand back (errors included), and a
-kernel computes the same bits with them as without."""
+"""compat.fast_paths: the interpreter's dtype, constexpr, block-type and tensor bookkeeping gives the answers
+the originals give, for the arguments the fast paths take and for those they hand back (errors included), and a
+kernel (whose tl builtins go through the lean wrapper) computes the same bits with them as without."""
 
 import os
 
@@ -83,6 +83,23 @@ def test_block_type_is_the_originals_first_and_again_and_for_bad_shapes():
                 assert _outcome(_block, e, shape) == before[(e.name, i)], (e, shape)
     first, again = tl.block_type(tl.float32, [4, 8]), tl.block_type(tl.float32, [4, 8])
     assert first.shape is not again.shape  # each its own tuple: one mutated leaves the other alone
+
+
+def _tensor(tensor_type):
+    made = core.tensor("handle", tensor_type)
+    return (list(vars(made)), made.handle, type(made.shape), [repr(d) for d in made.shape.values],
+            str(made.shape.type), repr(made.numel), made.type, made.dtype)
+
+
+def test_tensor_is_the_originals_for_blocks_scalars_and_pointers_first_and_again():
+    types = [tl.block_type(tl.float32, [4, 8]), tl.float16, tl.block_type(tl.pointer_type(tl.int8), [16]),
+             tl.pointer_type(tl.float32), tl.block_type(tl.int1, [1, 2, 1])]
+    before = [_tensor(t) for t in types]
+    assert compat.install(["fast_paths"]) == ("fast_paths",)
+    for _ in range(2):  # the second time from what the first kept
+        assert [_tensor(t) for t in types] == before
+    first, again = core.tensor(None, types[0]), core.tensor(None, types[0])
+    assert first.shape is not again.shape and first.shape.values[0] is not again.shape.values[0]
 
 
 @triton.jit

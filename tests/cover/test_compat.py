@@ -37,7 +37,7 @@ def only(name, **kw):
 
 
 def test_every_shim_is_named_described_installed_and_removed_again():
-    assert tuple(SHIMS) == ("nested_calls", "libdevice", "autotune", "device_context", "device_properties", "cuda_allocations",
+    assert tuple(SHIMS) == ("nested_calls", "fast_paths", "libdevice", "autotune", "device_context", "device_properties", "cuda_allocations",
                             "torch_hip", "nvidia_smi", "jit_function", "compiled_kernel", "tensor_wrappers",
                             "lang_globals", "float_scalars", "loop_vars", "overflow_checks", "fp8", "bf16",
                             "descriptors")
@@ -50,6 +50,7 @@ def test_every_shim_is_named_described_installed_and_removed_again():
                (triton.runtime.autotuner.Autotuner, "prune_configs"),
                (triton.runtime.interpreter.interpreter_builder, "options"),
                (triton.tools.tensor_descriptor.TensorDescriptor, "__post_init__"),
+               (triton.runtime.interpreter, "_get_np_dtype"), (triton.language.core, "_unwrap_if_constexpr"),
                (triton.runtime.interpreter.InterpreterBuilder, "create_make_tensor_descriptor")]
     originals = [getattr(obj, name) for obj, name in watched]
     assert compat.install() == tuple(SHIMS) == compat.installed()

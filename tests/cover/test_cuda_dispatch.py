@@ -171,3 +171,28 @@ def test_an_nn_module_with_a_drawn_weight_reaches_its_triton_path_forward_and_ba
         result = run_cell(subject, cell, backend=Backend(), config=RunConfig())
         assert result.outcome == "honoured" and "no_triton_launch" not in result.details, (cell, result.message)
     assert calls and set(calls) == {"CudaLooking"}
+
+
+def test_a_launcher_that_refuses_the_fp16_its_cuda_claim_names_is_caught_and_its_twin_passes(zoo) -> None:
+    """Dtypes per device (``Tensor(dtypes={"cpu": ..., "cuda": ...})``): each device's claim judges its path."""
+    from triton_conformance.reports.terminal import claims_lines
+
+    backend = Backend()
+    bug, twin = (_subject(zoo, n) for n in ("zoo_cuda_dispatch_refuses_claimed_fp16",
+                                            "cuda_dispatch_scale_per_device"))
+    caught = run_cell(bug, "dtype:float16", backend=backend)
+    assert (caught.outcome, caught.finding, caught.details["claims_of"]) == ("crash", "exception", "cuda"), \
+        caught.message
+    passed = run_cell(twin, "dtype:float16", backend=backend)
+    assert (passed.outcome, passed.details["claims_of"]) == ("honoured", "cuda"), passed.message
+    assert zoo.TRITON_CALLS["cuda_dispatch_scale_per_device"] > 0
+    # On its CPU path (no pretend_cuda) the CPU claim applies: fp16 is outside it, and refusing it is right.
+    cpu = run_cell(replace(twin, pretend_cuda=False), "dtype:float16", backend=backend)
+    assert (cpu.outcome, cpu.details["claims_of"]) == ("rejected", "cpu"), cpu.message
+    # One claim for every device cannot say this: fp16 claimed everywhere makes that refusal a crash.
+    everywhere = replace(twin, pretend_cuda=False, contract=replace(
+        twin.contract, inputs={"x": Tensor(("N",), dtypes=("float16", "float32"))}))
+    assert run_cell(everywhere, "dtype:float16", backend=backend).outcome == "crash"
+    assert claims_lines([caught, cpu]) == ["", "claims that differ by device:",
+                                           "  the 'cpu' claims judged cuda_dispatch_scale_per_device",
+                                           "  the 'cuda' claims judged zoo_cuda_dispatch_refuses_claimed_fp16"]

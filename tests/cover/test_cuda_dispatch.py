@@ -115,6 +115,18 @@ def test_an_empty_cell_that_launched_nothing_gets_no_note(zoo) -> None:
     assert empty.examples and "no_triton_launch" not in empty.details, (empty.outcome, empty.message)
 
 
+def test_a_cell_whose_every_example_was_refused_gets_no_note(zoo) -> None:
+    """A refused example never needed a kernel (liger's beyond-range cells: ``calculate_settings`` refuses
+    N > 65536 before any launch), so a cell that refused every example says nothing of the path it took."""
+    cpu_path = _subject(zoo, "cuda_dispatch_scale_per_device", pretend_cuda=False)
+    refused = run_cell(cpu_path, "dtype:float16", backend=Backend(), config=RunConfig())
+    assert refused.outcome == "rejected" and refused.examples == refused.rejected_examples > 0, refused.message
+    assert "no_triton_launch" not in refused.details, refused.details
+    # The same path on a dtype it computes (float32: the torch fallback, no kernel) still gets the note.
+    computed = run_cell(cpu_path, "dtype:float32", backend=Backend(), config=RunConfig())
+    assert computed.outcome == "honoured" and computed.details["no_triton_launch"].startswith(NO_TRITON_LAUNCH)
+
+
 @pytest.fixture
 def cuda_allocations():
     """The cuda_allocations shim, as the plugin and every worker install it (module.to(x.device) is "cuda")."""

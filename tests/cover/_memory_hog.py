@@ -43,3 +43,16 @@ def doubles_with_a_scratch(x):
 
 for _launcher in (doubles_with_a_kernel, doubles_with_a_scratch):
     register(_launcher, inputs=VECTOR, dims={"N": Dim(1, 1 << 32)}, oracle=lambda x: x * 2, family="memory_hog")
+
+
+def killed_like_by_the_oom_killer(x):
+    """Ends its own process with SIGKILL, as the kernel's out-of-memory killer ends its victim: no output."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return x * 2
+
+
+register(killed_like_by_the_oom_killer, inputs=VECTOR, dims={"N": Dim(1, 64)}, oracle=lambda x: x * 2,
+         family="memory_hog")

@@ -115,6 +115,18 @@ def test_an_empty_cell_that_launched_nothing_gets_no_note(zoo) -> None:
     assert empty.examples and "no_triton_launch" not in empty.details, (empty.outcome, empty.message)
 
 
+def test_a_cell_whose_every_example_was_refused_gets_no_note(zoo) -> None:
+    """A refused example never needed a kernel (liger's beyond-range cells: ``calculate_settings`` refuses
+    N > 65536 before any launch), so a cell that refused every example says nothing of the path it took."""
+    cpu_path = _subject(zoo, "cuda_dispatch_scale_per_device", pretend_cuda=False)
+    refused = run_cell(cpu_path, "dtype:float16", backend=Backend(), config=RunConfig())
+    assert refused.outcome == "rejected" and refused.examples == refused.rejected_examples > 0, refused.message
+    assert "no_triton_launch" not in refused.details, refused.details
+    # The same path on a dtype it computes (float32: the torch fallback, no kernel) still gets the note.
+    computed = run_cell(cpu_path, "dtype:float32", backend=Backend(), config=RunConfig())
+    assert computed.outcome == "honoured" and computed.details["no_triton_launch"].startswith(NO_TRITON_LAUNCH)
+
+
 @pytest.fixture
 def cuda_allocations():
     """The cuda_allocations shim, as the plugin and every worker install it (module.to(x.device) is "cuda")."""
@@ -171,3 +183,28 @@ def test_an_nn_module_with_a_drawn_weight_reaches_its_triton_path_forward_and_ba
         result = run_cell(subject, cell, backend=Backend(), config=RunConfig())
         assert result.outcome == "honoured" and "no_triton_launch" not in result.details, (cell, result.message)
     assert calls and set(calls) == {"CudaLooking"}
+
+
+def test_a_launcher_that_refuses_the_fp16_its_cuda_claim_names_is_caught_and_its_twin_passes(zoo) -> None:
+    """Dtypes per device (``Tensor(dtypes={"cpu": ..., "cuda": ...})``): each device's claim judges its path."""
+    from triton_conformance.reports.terminal import claims_lines
+
+    backend = Backend()
+    bug, twin = (_subject(zoo, n) for n in ("zoo_cuda_dispatch_refuses_claimed_fp16",
+                                            "cuda_dispatch_scale_per_device"))
+    caught = run_cell(bug, "dtype:float16", backend=backend)
+    assert (caught.outcome, caught.finding, caught.details["claims_of"]) == ("crash", "exception", "cuda"), \
+        caught.message
+    passed = run_cell(twin, "dtype:float16", backend=backend)
+    assert (passed.outcome, passed.details["claims_of"]) == ("honoured", "cuda"), passed.message
+    assert zoo.TRITON_CALLS["cuda_dispatch_scale_per_device"] > 0
+    # On its CPU path (no pretend_cuda) the CPU claim applies: fp16 is outside it, and refusing it is right.
+    cpu = run_cell(replace(twin, pretend_cuda=False), "dtype:float16", backend=backend)
+    assert (cpu.outcome, cpu.details["claims_of"]) == ("rejected", "cpu"), cpu.message
+    # One claim for every device cannot say this: fp16 claimed everywhere makes that refusal a crash.
+    everywhere = replace(twin, pretend_cuda=False, contract=replace(
+        twin.contract, inputs={"x": Tensor(("N",), dtypes=("float16", "float32"))}))
+    assert run_cell(everywhere, "dtype:float16", backend=backend).outcome == "crash"
+    assert claims_lines([caught, cpu]) == ["", "claims that differ by device:",
+                                           "  the 'cpu' claims judged cuda_dispatch_scale_per_device",
+                                           "  the 'cuda' claims judged zoo_cuda_dispatch_refuses_claimed_fp16"]

@@ -99,3 +99,45 @@ def test_an_unresolved_claim_is_not_read_as_one():
 def test_a_bad_per_device_claim_is_named(field, value, match):
     with pytest.raises(InvalidContract, match=match):
         Contract(inputs=ROWS, dims=DIMS, oracle=lambda x: x, **{field: value})
+
+
+# -- dtypes per device ---------------------------------------------------------------------------------------
+NO_CPU_BF16 = {"cpu": ("float16", "float32"), "cuda": ("float16", "bfloat16", "float32")}
+
+
+def test_a_tensors_dtypes_may_differ_by_device_and_each_device_reads_its_own():
+    contract = Contract(inputs={"x": Tensor(("N",), dtypes=NO_CPU_BF16), "y": Tensor(("N",), same_dtype_as="x")},
+                        dims={"N": Dim(1, 8)}, oracle=lambda x, y: x + y)
+    assert isinstance(contract.inputs["x"].device_dtypes, PerDevice)
+    assert contract.inputs["x"].dtypes == ("float16", "float32", "bfloat16")  # every device's, for the cells
+    for device, path, expected, source in [("cpu", "cpu", NO_CPU_BF16["cpu"], "cpu"),
+                                           ("cuda", "cpu", NO_CPU_BF16["cuda"], "cuda"),
+                                           ("interpreter", "cpu", NO_CPU_BF16["cpu"], "cpu"),
+                                           ("interpreter", "cuda", NO_CPU_BF16["cuda"], "cuda")]:
+        resolved = contract.on_device(device, interpreter_path=path)
+        assert resolved.inputs["x"].dtypes == expected and resolved.inputs["x"].device_dtypes is None
+        assert resolved.inputs["y"].dtypes == expected  # a follower follows the resolved dtypes
+        assert contract.claims_source(device, path) == source
+    assert Contract(inputs=ROWS, dims=DIMS, oracle=lambda x: x).claims_source("cuda") is None
+
+
+@pytest.mark.parametrize("dtypes, same, match", [
+    ({"cpu": ("float16",)}, None, r"Tensor: dtypes=\{'cpu': \('float16',\)\}, expected a mapping from devices .* "
+                                  r"naming 'cpu' and 'cuda'"),
+    ({"cpu": ("float16",), "cuda": ("half",)}, None, r"Tensor: dtypes='half', expected one of"),
+    ({"cpu": ("float16",), "cuda": ("float16",)}, "x", r"Tensor: dtypes=.*expected none per device with "
+                                                       r"same_dtype_as='x'"),
+])
+def test_a_bad_per_device_dtype_claim_is_named(dtypes, same, match):
+    with pytest.raises(InvalidContract, match=match):
+        Tensor(("N",), dtypes=dtypes, same_dtype_as=same)
+
+
+def test_the_report_says_whose_claims_applied():
+    from triton_conformance.conformance.kinds import catalogue
+    from triton_conformance.model.outcomes import CellResult
+    from triton_conformance.reports.html_detail import detail_section
+
+    result = CellResult(subject="s", family="f", cell="dtype:bfloat16", outcome="honoured", message="ok",
+                        details={"claims_of": "cuda"})
+    assert "the contract's &#x27;cuda&#x27; claims" in detail_section("0", result.to_dict(), None, catalogue())

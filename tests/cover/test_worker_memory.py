@@ -9,7 +9,7 @@ import resource
 import pytest
 
 from triton_conformance import get_subject
-from triton_conformance.conformance import memory_bound
+from triton_conformance.conformance import memory_bound, memory_cgroup
 from triton_conformance.conformance.discards import out_of_memory
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.model.config import AUTO, RunConfig, run_config
@@ -92,7 +92,8 @@ def test_a_bad_bound_is_a_usage_error_naming_the_option(value) -> None:
 def test_auto_is_the_available_memory_less_a_margin_shared_by_the_workers(monkeypatch) -> None:
     monkeypatch.setattr(memory_bound, "available_host_memory", lambda: 20 << 30)
     monkeypatch.setattr(memory_bound, "_total_host_memory", lambda: 24 << 30)
-    one, two = (memory_bound.bound_for(AUTO, "interpreter", workers=n) for n in (1, 2))
+    none = memory_cgroup.CgroupMemory(None, None, None, "no cgroup v2 hierarchy")  # the host's figures alone
+    one, two = (memory_bound.bound_for(AUTO, "interpreter", workers=n, cgroup=none) for n in (1, 2))
     margin = max(memory_bound.MIN_MARGIN, int(memory_bound.MARGIN_FRACTION * (24 << 30)))
     assert (one.resource, one.allowed) == ("RLIMIT_AS", (20 << 30) - margin)
     assert two.allowed == ((20 << 30) - margin) // 2 and "shared by 2 workers" in two.describe()

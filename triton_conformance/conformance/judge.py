@@ -35,8 +35,8 @@ from triton_conformance.oracles.quantization import dequantized
 from triton_conformance.oracles.rounding import widened
 from triton_conformance.oracles.tolerance import SAFETY_FACTOR, Bound, default_bound
 
-__all__ = ["Judge", "OracleError", "WorstErrors", "as_tuple", "clean_rejection", "exception_text",
-           "grad_outputs_by_position", "rejection"]
+__all__ = ["Judge", "OracleError", "WorstErrors", "as_tuple", "claim_site", "claimed", "clean_rejection",
+           "exception_text", "grad_outputs_by_position", "rejection"]
 
 
 def _as_float32(value: float) -> float:
@@ -67,6 +67,25 @@ def _json_float(x: float) -> float | str:
     return round(x, 4) if x == x and abs(x) != float("inf") else "inf"
 
 
+def claim_site(subject: Any, on_cuda: bool) -> tuple[str, str]:
+    """Where ``subject``'s per-device claims are read on this back end: (device, interpreter path) for
+    :meth:`Contract.on_device`.  The interpreter's are ``"interpreter"``'s, else those of the path the launcher
+    takes there: ``"cuda"``'s under ``pretend_cuda``, ``"cpu"``'s otherwise."""
+    path = "cuda" if getattr(subject, "pretend_cuda", False) else "cpu"  # tests judge bare stand-ins
+    return ("cuda" if on_cuda else "interpreter"), path
+
+
+def claimed(subject: Subject, on_cuda: bool) -> tuple[Subject, str | None]:
+    """``subject`` with its contract as it claims on this back end (every per-device claim resolved, dtypes
+    included, so the cell's draws, its expectation and its judge read one contract), and the device whose
+    claims applied (None: none differs by device)."""
+    device, path = claim_site(subject, on_cuda)
+    source = subject.contract.claims_source(device, path)
+    if source is None:
+        return subject, None
+    return replace(subject, contract=subject.contract.on_device(device, interpreter_path=path)), source
+
+
 @dataclass(frozen=True)
 class Judge:
     """Judges one subject's outputs on one back end.
@@ -82,11 +101,9 @@ class Judge:
 
     @functools.cached_property
     def claims(self) -> Contract:
-        """The subject's contract as it claims on this back end (its per-device claims resolved: the
-        interpreter's are ``"interpreter"``'s, else those of the path the launcher takes there: ``"cuda"``'s
-        under ``pretend_cuda``, ``"cpu"``'s otherwise)."""
-        path = "cuda" if getattr(self.subject, "pretend_cuda", False) else "cpu"  # tests judge bare stand-ins
-        return self.subject.contract.on_device("cuda" if self.on_cuda else "interpreter", interpreter_path=path)
+        """The subject's contract as it claims on this back end (:func:`claim_site`)."""
+        device, path = claim_site(self.subject, self.on_cuda)
+        return self.subject.contract.on_device(device, interpreter_path=path)
 
     # -- the oracle -------------------------------------------------------
     def launched_scalars(self, scalars: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from triton_conformance.conformance.battery.backward import grad_output, output_
 from triton_conformance.conformance.battery.checks import FIRST
 from triton_conformance.conformance.harness import marked
 from triton_conformance.conformance.kinds import judge_for, kind_of, subject_scopes
+from triton_conformance.conformance.judge import claimed
 from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.conformance.search.policy import SearchPolicy
@@ -49,6 +50,7 @@ _DUMP_TO: contextvars.ContextVar[str | None] = contextvars.ContextVar("dump_to",
 def replay_context(subject: Subject, cell: str, backend: Any, config: RunConfig | None = None) -> CellContext:
     """A context to run one example of ``subject``'s ``cell`` in, outside any search (no budgets)."""
     config = config or RunConfig(device="cuda" if backend.compiles else "interpreter")
+    subject, _ = claimed(subject, backend.compiles)  # as the cell read it: its per-device claims resolved
     policy = SearchPolicy.of(config)
     # The launcher called as every cell calls it (marked, and pretending CUDA where the subject says so).
     return CellContext(subject=marked(subject), cell=cell, backend=backend, config=config,

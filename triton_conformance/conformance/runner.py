@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.harness import run_kind
-from triton_conformance.conformance.judge import OracleError
+from triton_conformance.conformance.judge import OracleError, claimed
 from triton_conformance.conformance.kinds import (
     cells_for,
     judge_for,
@@ -87,6 +87,7 @@ def run_cell(
     """
     backend = backend or Backend()
     config = config or RunConfig()
+    subject, claims_of = claimed(subject, backend.compiles)  # the one contract every step of the cell reads
     kind, value = kind_of(cell)
     started = time.perf_counter()
     reason = kind.skip_reason(subject, value, backend)
@@ -112,6 +113,8 @@ def run_cell(
         worst = context.judge.worst.details()  # the cell's worst error, pass or fail
         if worst and result.outcome != "skipped":
             result = replace(result, details={**result.details, **worst})
+    if claims_of is not None:  # the contract's claims differ by device: say whose applied
+        result = replace(result, details={**result.details, "claims_of": claims_of})
     result = replace(result, duration_s=time.perf_counter() - started, compiles=compiled)
     observer.cell_finished(result)
     return result

@@ -39,11 +39,12 @@ def declares_triton_kernels(subject: Subject) -> bool:
 
 
 def launch_note(result: CellResult, meter: Any, subject: Subject) -> CellResult:
-    """``result`` with the ``no_triton_launch`` note when the cell ran examples (other than the empty ones of an
-    ``empty`` class), the cost meter (None: not metered, nothing is said) saw no launch, and the subject's code
-    holds Triton kernels."""
-    if meter is None or meter.launches or not result.examples or split_cell(result.cell)[1] == EMPTY:
-        return result  # an empty example needs no launch: returning early is right there
+    """``result`` with the ``no_triton_launch`` note when the cell ran examples that the launcher did not refuse
+    (a refusal needs no launch) other than the empty ones of an ``empty`` class, the cost meter (None: not
+    metered, nothing is said) saw no launch, and the subject's code holds Triton kernels."""
+    if meter is None or meter.launches or result.examples <= result.rejected_examples \
+            or split_cell(result.cell)[1] == EMPTY:
+        return result  # an empty example, or a refused one, needs no launch: returning early is right there
     if not declares_triton_kernels(subject):
         return result
     note = NO_TRITON_LAUNCH + ("" if subject.pretend_cuda else _HINT)

@@ -2,61 +2,19 @@
 
 - ``accumulate`` values (a float dtype, ``"input"``, or {input dtype: dtype}), for the forward and for
   each gradient (:mod:`.backward`);
-- :class:`PerDevice`, a claim that differs by device (``accumulate={"cpu": "input", "cuda": "float32"}``),
+- :class:`PerDevice` (:mod:`.per_device`, re-exported here), a claim that differs by device
+  (``accumulate={"cpu": "input", "cuda": "float32"}``, ``Tensor(dtypes={"cpu": ..., "cuda": ...})``),
   which :meth:`~.contract.Contract.on_device` resolves for the device a cell runs on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from triton_conformance.model.inputs import ACCUMULATE_INPUT, FLOAT_DTYPES, _fail
+from triton_conformance.model.per_device import DEVICE_KEYS, PerDevice, on_device
 
 __all__ = ["DEVICE_KEYS", "PerDevice", "accumulate_value", "on_device"]
-
-# The devices a per-device claim names.  The interpreter runs the launcher on CPU tensors, so a library
-# that dispatches on ``x.is_cuda`` takes its CPU path there: the "cpu" claim applies on the interpreter,
-# unless the subject declares ``pretend_cuda=True`` (its tensors then report CUDA inside the launcher, which
-# takes its CUDA path: the "cuda" claim applies), or an "interpreter" claim says what runs there.
-DEVICE_KEYS = ("cpu", "cuda", "interpreter")
-
-
-@dataclass(frozen=True, slots=True)
-class PerDevice:
-    """One claim per device: ``claims`` holds (device, value) pairs, "cpu" and "cuda" at least."""
-
-    claims: tuple[tuple[str, Any], ...]
-
-    @classmethod
-    def of(cls, where: str, mapping: Mapping[str, Any], check: Callable[[str, Any], Any]) -> "PerDevice":
-        """Validate ``mapping`` (device -> claim), each claim with ``check(where, value)``."""
-        unknown = [k for k in mapping if k not in DEVICE_KEYS]
-        missing = [k for k in ("cpu", "cuda") if k not in mapping]
-        if unknown or missing:
-            raise _fail("Contract", where, dict(mapping), f"a mapping from devices {DEVICE_KEYS} to claims, naming "
-                        "'cpu' and 'cuda' (the interpreter takes 'interpreter' if given, else 'cpu')")
-        return cls(tuple((k, check(f"{where}[{k!r}]", v)) for k, v in mapping.items()))
-
-    def on(self, device: str, interpreter_path: str = "cpu") -> Any:
-        """The claim on ``device`` ("cpu", "cuda" or "interpreter"); on the interpreter, the "interpreter" claim
-        if given, else that of ``interpreter_path``, the device whose code path the launcher takes there."""
-        claims = dict(self.claims)
-        if device not in DEVICE_KEYS or interpreter_path not in ("cpu", "cuda"):
-            raise ValueError(f"PerDevice.on: device={device!r}, interpreter_path={interpreter_path!r}, expected "
-                             f"one of {DEVICE_KEYS} and 'cpu' or 'cuda'")
-        if device == "interpreter":
-            return claims.get("interpreter", claims[interpreter_path])
-        return claims[device]
-
-    def __repr__(self) -> str:
-        return f"PerDevice({dict(self.claims)!r})"
-
-
-def on_device(value: Any, device: str, interpreter_path: str = "cpu") -> Any:
-    """``value`` as it applies on ``device``: a :class:`PerDevice` claim resolved, anything else as it is."""
-    return value.on(device, interpreter_path) if isinstance(value, PerDevice) else value
-
 
 def accumulate_value(where: str, acc: Any) -> str | dict[str, str]:
     """A validated accumulation declaration (``Contract.accumulate``, ``Backward.accumulate[...]``)."""

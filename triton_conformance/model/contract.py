@@ -199,19 +199,40 @@ class Contract:
         elif not isinstance(tol, PerDevice):
             check("tolerance", tol)
 
+    def _per_device_claims(self) -> list[PerDevice]:
+        backward = self.backward
+        claims = [self.tolerance, self.accumulate, *(backward.accumulate.values() if backward else ()),
+                  *(getattr(s, "device_dtypes", None) for s in self.inputs.values())]
+        return [c for c in claims if isinstance(c, PerDevice)]
+
+    def claims_source(self, device: str, interpreter_path: str = "cpu") -> str | None:
+        """The device whose per-device claims apply on ``device`` ("cpu", "cuda" or "interpreter"; see
+        :meth:`on_device`), or None where no claim differs by device.  Reports say it beside a verdict."""
+        claims = self._per_device_claims()
+        return claims[0].source(device, interpreter_path) if claims else None
+
     def on_device(self, device: str, interpreter_path: str = "cpu") -> "Contract":
         """This contract as it claims on ``device`` ("cpu", "cuda" or "interpreter"): each per-device claim
-        (``tolerance``, ``accumulate``, ``Backward.accumulate``) replaced by the one for that device.  On the
-        interpreter: the "interpreter" claim, else ``interpreter_path``'s (the path the launcher takes there)."""
-        backward = self.backward
-        claims = [self.tolerance, self.accumulate, *(backward.accumulate.values() if backward else ())]
-        if not any(isinstance(c, PerDevice) for c in claims):
+        (``tolerance``, ``accumulate``, ``Backward.accumulate``, a ``Tensor``'s ``dtypes``) replaced by the one
+        for that device.  On the interpreter: the "interpreter" claim, else ``interpreter_path``'s (the path
+        the launcher takes there)."""
+        if not self._per_device_claims():
             return self  # nothing differs by device
+        backward = self.backward
         if backward is not None:
             backward = replace(backward, accumulate={n: on_device(v, device, interpreter_path)
                                                      for n, v in backward.accumulate.items()})
+        inputs = dict(self.inputs)
+        for name, spec in self.inputs.items():
+            per = getattr(spec, "device_dtypes", None)
+            if per is not None:
+                inputs[name] = replace(spec, dtypes=per.on(device, interpreter_path), device_dtypes=None)
+                for other, follower in self.inputs.items():  # refilled from it by the new contract
+                    if getattr(follower, "same_dtype_as", None) == name:
+                        inputs[other] = replace(follower, dtypes=None)
         return replace(self, tolerance=on_device(self.tolerance, device, interpreter_path),
-                       accumulate=on_device(self.accumulate, device, interpreter_path), backward=backward)
+                       accumulate=on_device(self.accumulate, device, interpreter_path), backward=backward,
+                       inputs=inputs)
 
     def _check_inplace(self) -> None:
         inplace = (self.inplace,) if isinstance(self.inplace, str) else tuple(self.inplace)

@@ -13,6 +13,7 @@ from typing import Any
 
 from triton_conformance.errors import InvalidContract
 import triton_conformance.model.vocabulary as vocabulary
+from triton_conformance.model.per_device import PerDevice, is_per_device
 
 # Views of the vocabulary tables (``model/vocabulary.py``: what each class draws and the sentence the
 # report shows), named for the contract's validators.
@@ -113,6 +114,10 @@ class Tensor:
       at some positions.
     - ``same_dtype_as="x"``: this input always has ``x``'s dtype (its ``dtypes``
       default to ``x``'s; the dtype cells change both together).
+    - ``dtypes={"cpu": ("float16", "float32"), "cuda": ("float16", "bfloat16", "float32")}``:
+      dtypes that differ by device (:class:`~.per_device.PerDevice`, as a tolerance or an
+      accumulation may): ``dtypes`` holds them all, in order, and ``device_dtypes`` the
+      claim per device, which :meth:`~.contract.Contract.on_device` resolves.
     - ``descriptor=True``: the launcher reads this input through a tensor descriptor (TMA), whose
       rules the hardware enforces (:mod:`.descriptors`): the ``descriptor`` cells hand it views that
       break them, which it must copy or refuse in words.
@@ -130,9 +135,12 @@ class Tensor:
     # parameter when the shape lacks the rows' dim).
     rows: bool | None = None
     descriptor: bool = False
+    device_dtypes: PerDevice | None = None  # set from a per-device ``dtypes``; ``dtypes`` is then their union
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", _shape_tuple("Tensor", self.shape))
+        if is_per_device(self.dtypes):
+            self._split_device_dtypes()
         if not isinstance(self.descriptor, bool) or (self.descriptor and not 1 <= len(self.shape) <= 5):
             raise _fail("Tensor", "descriptor", self.descriptor, "True (read through a tensor descriptor, which "
                         "needs a rank from 1 to 5) or False")
@@ -178,8 +186,19 @@ class Tensor:
                     raise _fail("Tensor", "special", bad[0], f"a value representable in {d}, [{lo}, {hi}]")
         object.__setattr__(self, "special", special)
 
+    def _split_device_dtypes(self) -> None:
+        if self.same_dtype_as is not None:
+            raise _fail("Tensor", "dtypes", self.dtypes, f"none per device with same_dtype_as={self.same_dtype_as!r} "
+                        "(it follows that input's dtypes on every device)")
+        per = self.dtypes if isinstance(self.dtypes, PerDevice) else \
+            PerDevice.of("dtypes", self.dtypes, lambda where, v: _dtype_tuple("Tensor", v), owner="Tensor")
+        union = tuple(dict.fromkeys(d for _, ds in per.claims for d in ds))
+        object.__setattr__(self, "device_dtypes", per)
+        object.__setattr__(self, "dtypes", union)
+
     def __repr__(self) -> str:
-        fields = [f"{self.shape!r}", f"dtypes={self.dtypes!r}", f"layouts={self.layouts!r}"]
+        dtypes = self.device_dtypes if self.device_dtypes is not None else self.dtypes
+        fields = [f"{self.shape!r}", f"dtypes={dtypes!r}", f"layouts={self.layouts!r}"]
         for name in ("value_range", "index_of", "special", "same_dtype_as", "descriptor"):
             value = getattr(self, name)
             if value not in (None, (), False):

@@ -293,7 +293,18 @@ class ConformanceSession:
         seed = f", seed {self.run.seed}" if self.run.seed is not None else " (derandomized)"
         shard = f"\nconformance: {self.shard_line()}" if self.shard is not None else ""
         return (f"conformance: device {self.run.device}, profile {self.run.profile.name}{seed}, "
-                f"results {self.results_path}{shard}")
+                f"results {self.results_path}{shard}\nconformance: {self.memory_line()}")
+
+    def memory_line(self) -> str:
+        """Which memory bound the cell workers apply (:func:`memory_bound.plan_line`), for the header and the
+        results' environment."""
+        if self.run.isolation != "process":
+            return "worker memory: unbounded (cells run in pytest's own process, --conformance-isolation=none)"
+        from triton_conformance.conformance.memory_bound import plan_line
+
+        workers = getattr(self.config.option, "numprocesses", None)
+        return plan_line(self.run.worker_memory, self.run.device, workers=workers if isinstance(workers, int)
+                         and workers > 0 else 1)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker:
@@ -359,6 +370,7 @@ class ConformanceSession:
 
         env = environment(device=self.run.device, profile=self.run.profile.name, seed=self.run.seed,
                           compat=compat.installed(), device_label=self.label())
+        env["memory_bound"] = self.memory_line()
         if self.shard is not None:
             env["shard"] = str(self.shard)
         document = results_document(self.results.values(), env, catalogue())

@@ -25,7 +25,7 @@ ERROR_FIELDS = (("max abs error", "max_abs_err"), ("max rel error", "max_rel_err
                 ("tolerance", "tolerance"), ("statistic", "statistic"), ("p-value", "p_value"))
 # Keys shown elsewhere in the detail view, or repeats of the message.
 _HIDDEN_DETAILS = {"message", "kind", "traceback", "series", "series_labels", "tests", "magnitudes_unavailable",
-                   "no_triton_launch", "precision", "error_ulps", "allowance_used"}
+                   "no_triton_launch", "precision", "error_ulps", "allowance_used", "claims_of"}
 # Detail keys a finding's words already say (findings in words, not raw keys).
 _WORDED_DETAILS = {"oob-write": {"side", "byte_offset", "span_bytes", "shape", "dtype"},
                    "unwritten": {"unwritten", "output", "gradient"},
@@ -188,6 +188,9 @@ def detail_section(idx: str, r: dict[str, Any], change: str | None, catalogue: C
         parts.append(f'<p class="message">{esc(r["message"])}</p>')
     if details.get("no_triton_launch"):
         parts.append(f'<p class="no-triton-launch"><strong>Note:</strong> {esc(details["no_triton_launch"])}</p>')
+    if details.get("claims_of"):
+        parts.append(f'<p class="claims-of"><strong>Claims:</strong> the contract\'s {esc(repr(details["claims_of"]))} '
+                     'claims (its dtypes, tolerance or accumulation differ by device)</p>')
     if details.get("magnitudes_unavailable"):
         parts.append(f'<p class="magnitudes-unavailable"><strong>Magnitudes unavailable:</strong> '
                      f'{esc(details["magnitudes_unavailable"])}; judged by the plain bound alone</p>')

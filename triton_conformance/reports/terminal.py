@@ -20,7 +20,7 @@ from triton_conformance.reports.formats import ReportFormat, register_format
 from triton_conformance.reports.results_json import catalogue_of
 
 __all__ = ["matrix_lines", "failing_lines", "performance_lines", "compile_lines", "compiles_by_subject", "skip_lines",
-           "unavailable_magnitude_lines", "no_triton_launch_lines", "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
+           "unavailable_magnitude_lines", "no_triton_launch_lines", "claims_lines", "document_lines", "divergence_lines", "slowest_lines", "SLOWEST"]
 
 SLOWEST = 5  # cells the run's summary names as its slowest
 
@@ -150,6 +150,7 @@ def matrix_lines(results: Iterable[CellResult], catalogue: Catalogue = Catalogue
     lines += failing_lines(results, lambda r: (r["subject"], order[r["cell"]]))
     lines += unavailable_magnitude_lines(results)
     lines += no_triton_launch_lines(results)
+    lines += claims_lines(results)
     lines += skip_lines(results)
     return lines
 
@@ -166,6 +167,19 @@ def no_triton_launch_lines(results: Iterable[Any]) -> list[str]:
         by_subject.setdefault(subject, []).append(cell)
     return ["", f"{noted[0][2]}, in {len(noted)} cells:"] + [
         f"  {subject}: {', '.join(cells)}" for subject, cells in by_subject.items()]
+
+
+def claims_lines(results: Iterable[Any]) -> list[str]:
+    """Subjects whose claims differ by device, and whose claims (``claims_of``: "cpu", "cuda" or "interpreter")
+    judged their cells here, one line per device (none if no subject's claims differ)."""
+    by_device: dict[str, list[str]] = {}
+    for d in map(_as_dict, results):
+        device = (d.get("details") or {}).get("claims_of")
+        if device and d["subject"] not in by_device.setdefault(device, []):
+            by_device[device].append(d["subject"])
+    return (["", "claims that differ by device:"] +
+            [f"  the {device!r} claims judged {', '.join(names)}" for device, names in sorted(by_device.items())]
+            if by_device else [])
 
 
 def unavailable_magnitude_lines(results: Iterable[Any]) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from triton_conformance.conformance import memory_cgroup
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult, Counterexample, Finding, compile_error_kind, cuda_poison_kind
 from triton_conformance.model.spec import Spec
@@ -53,7 +54,7 @@ def classify(result: CellResult) -> CellResult:
 
 # What a process that died for want of memory leaves on its stderr (glibc, the C++ runtime, CPython, torch).
 _MEMORY_DEATHS = ("std::bad_alloc", "MemoryError", "Cannot allocate memory", "DefaultCPUAllocator: can't allocate",
-                  "CUDA out of memory", "out of memory")
+                  "CUDA out of memory", "out of memory", memory_cgroup.OOM_KILLED)
 
 
 def memory_death(text: str) -> str | None:

@@ -23,6 +23,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from triton_conformance.conformance import memory_cgroup
+
 __all__ = ["WorkerPool", "send", "receive"]
 
 _HEADER = struct.Struct("!I")
@@ -178,6 +180,9 @@ class _Worker:
     def _death(self) -> str:
         code = self.proc.wait()
         why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        child = (self.memory_bound or {}).get("cgroup")
+        if memory_cgroup.oom_kills(child):  # the out-of-memory killer, inside the worker's own cgroup
+            why += f", {memory_cgroup.OOM_KILLED} in its cgroup {child} (memory.events)"
         return f"worker process died ({why}); its last output:\n{self.stderr_tail()}"
 
     def finish(self, grace: float = 60.0) -> None:
@@ -211,6 +216,7 @@ class _Worker:
                 pass
         self.kill()
         self._stderr.close()
+        memory_cgroup.remove((self.memory_bound or {}).get("cgroup"))
         if self._fifo_dir is not None:
             shutil.rmtree(self._fifo_dir, ignore_errors=True)
 

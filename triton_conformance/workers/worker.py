@@ -72,13 +72,13 @@ def _flight_recorder(outbox: int, backend):  # noqa: ANN001, ANN202
 def _bound_memory(setting, device: str):  # noqa: ANN001, ANN202
     """Bound what this worker may allocate from now on (see :mod:`~.conformance.memory_bound`): start-up
     (torch, triton, probes) is neither charged to a cell nor counted in the bound."""
-    from triton_conformance.conformance import memory_bound
+    from triton_conformance.conformance import memory_bound, memory_cgroup
 
     # The workers of one run share the host: xdist tells each how many there are.
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    bound = memory_bound.bound_for(setting, device, workers=workers)
-    memory_bound.apply(bound)
-    return bound
+    cgroup = memory_cgroup.probe()
+    return memory_bound.apply(memory_bound.bound_for(setting, device, workers=workers, cgroup=cgroup),
+                              cgroup=cgroup)
 
 
 def main(argv: list[str]) -> int:

@@ -120,6 +120,36 @@ def test_the_flake_window_is_each_devices_newest_runs(store: HistoryStore) -> No
         flaky(store, level=1.5)
 
 
+def test_the_flake_count_from_the_tallies_is_the_count_from_the_cells(store: HistoryStore) -> None:
+    # 3 devices, 90 runs at 5 commits (one outside git) in shuffled order, cells left out of some runs, 3 of
+    # them stochastic: every window below has commits whose runs are partly in it (counted from the cells)
+    # beside whole ones (from the tallies); both ways must give the same rows.
+    import random
+
+    rnd = random.Random(5)
+    names = [f"s{i % 3}|c{i}" for i in range(9)]
+    declared = {n: {"alpha_check": 0.01 * (k + 1), "tests": [{}]} for k, n in enumerate(names[:3])}
+    for i in range(90):
+        doc = _doc({n: rnd.choice(["honoured"] * 6 + ["wrong", "crash", "skipped"]) for n in names
+                    if rnd.random() < 0.85}, device=f"d{i % 3}", details=declared)
+        store.record(doc, git={"commit": rnd.choice(["c1", "c2", "c3", "c4", None])}, started=rnd.random() * 100)
+    partial = 0
+    for device in (None, "d1"):
+        for last in (None, 1, 4, 7, 30):
+            for names_ in (None, ["s0"], ["s1[c4]"]):
+                for stable in (False, True):
+                    fast = flaky(store, device=device, last=last, names=names_, include_stable=stable)
+                    slow = flaky(store, device=device, last=last, names=names_, include_stable=stable,
+                                 from_cells=True)
+                    assert fast == slow, (device, last, names_, stable)
+                    partial += len(fast)
+    assert partial > 100 and any(r["flips"] for r in flaky(store, last=4)), "the windows had flakes to count"
+    everything = flaky(store, last=None, include_stable=True)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM cells")  # every commit whole in that window: the tallies alone answer
+    assert flaky(store, last=None, include_stable=True) == everything and len(everything) == 27
+
+
 def test_slower_finds_a_duration_or_compile_count_past_the_threshold(store: HistoryStore) -> None:
     for i in range(5):
         store.record(_doc({"a|x": "honoured", "a|y": "honoured"}), git={"commit": f"c{i}"}, started=i)

@@ -20,12 +20,13 @@ __all__ = ["RUN_FIELDS", "cell_filter", "latest_run", "new_since_green", "run_ce
 RUN_FIELDS = ("id", "commit", "branch", "dirty", "device", "started", "profile", "seed", "failing", "cells")
 
 
-def cell_filter(name: str) -> sa.ColumnElement:
-    """The cells ``name`` names: ``subject[cell]``, or every cell of a subject."""
+def cell_filter(name: str, table: sa.Table = cells) -> sa.ColumnElement:
+    """The rows of ``table`` (cells, or any with subject and cell columns) that ``name`` names:
+    ``subject[cell]``, or every cell of a subject."""
     named = split_cell_id(name)
     if named is None:
-        return cells.c.subject == name
-    return sa.and_(cells.c.subject == named[0], cells.c.cell == named[1])
+        return table.c.subject == name
+    return sa.and_(table.c.subject == named[0], table.c.cell == named[1])
 
 
 def _run(row: Any) -> dict[str, Any]:

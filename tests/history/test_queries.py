@@ -159,6 +159,51 @@ def test_slower_finds_a_duration_or_compile_count_past_the_threshold(store: Hist
     assert [(r["cell"], r["what"], r["median"]) for r in rows] == [("a[x]", "duration_s", 1.0)]
 
 
+def _slower_by_hand(store: HistoryStore, last: int, threshold: float = 1.5, floor_s: float = 0.5) -> list[dict]:
+    """What ``slower`` answers, the plain way: each device's runs one at a time, each cell's median by hand."""
+    out = []
+    for dev in sorted({r["device"] for r in queries.trend(store, "", last=10**6, every_cell=True)["runs"]}):
+        recent = queries.trend(store, "", last=last + 1, device=dev, every_cell=True)["runs"][::-1]
+        if len(recent) < 2:
+            continue
+        with store.engine.connect() as conn:
+            rows = queries.run_cells(conn, [r["id"] for r in recent])
+        for name in sorted({(r["subject"], r["cell"]) for r in rows}):
+            mine = {r["run_id"]: r for r in rows if (r["subject"], r["cell"]) == name}
+            if recent[0]["id"] not in mine:
+                continue
+            for what, floor in (("duration_s", floor_s), ("compiles", 1)):
+                now = mine[recent[0]["id"]][what]
+                past = sorted(r[what] for i, r in mine.items() if i != recent[0]["id"] and r[what] is not None)
+                if now is None or not past:
+                    continue
+                median = (past[(len(past) - 1) // 2] + past[len(past) // 2]) / 2
+                if now > threshold * median and now - median >= floor:
+                    out.append({"cell": f"{name[0]}[{name[1]}]", "device": dev, "what": what, "now": now,
+                                "median": median, "ratio": now / median, "runs": len(past)})
+    return out
+
+
+def test_slower_over_every_device_is_the_plain_count(store: HistoryStore) -> None:
+    import random
+
+    rnd = random.Random(3)
+    names = [f"s{i % 2}|c{i}" for i in range(6)]
+    for i in range(40):
+        doc = _doc({n: "honoured" for n in names if rnd.random() < 0.8}, device=f"d{i % 3}",
+                   durations={n: rnd.choice([1.0, 1.2, 3.0]) for n in names})
+        for r in doc["results"]:
+            r["compiles"] = rnd.choice([2, 2, 5, None])
+        store.record(doc, git={"commit": f"c{i}"}, started=rnd.random() * 100)
+    found = 0
+    for last in (1, 3, 20):
+        expected = _slower_by_hand(store, last)
+        assert queries.slower(store, last=last) == expected, last
+        assert queries.slower(store, last=last, device="d1") == [e for e in expected if e["device"] == "d1"]
+        found += len(expected)
+    assert found > 6, "the runs had slower cells to find"
+
+
 def _git(repo, *args: str) -> str:  # noqa: ANN001
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 

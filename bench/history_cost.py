@@ -88,13 +88,16 @@ def _fill(url: str, args: argparse.Namespace, commits: list[str]) -> None:
                                      rows)
 
 
-def _median(fn, repeats: int) -> float:  # noqa: ANN001
-    times = []
+def _median(fn, repeats: int) -> tuple[float, float]:  # noqa: ANN001
+    """(wall, CPU) seconds of ``fn``, each the median of ``repeats`` calls: the CPU time (this process's) is what
+    the query itself costs, whatever the shared machine's load does to the wall clock."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 # What a run pays in all, in a fresh process: import SQLAlchemy, open the store, record, the history section.
@@ -118,17 +121,23 @@ def _measure(url: str, args: argparse.Namespace, repo: str) -> dict[str, float]:
     except ImportError:
         flaky = queries.flaky
     out = {}
-    t = time.perf_counter()
-    store = HistoryStore(url)
-    out["open the store (after: the upgrade to schema 4, once)"] = time.perf_counter() - t
+    holder = []
+    out["open the store (after: the upgrade to schema 4, once)"] = _median(lambda: holder.append(HistoryStore(url)), 1)
+    store = holder[0]
     out["open the store again"] = _median(lambda: HistoryStore(url).close(), args.repeats)
     seeds = iter(range(1, 10**6))
     out["record one run (store open)"] = _median(
         lambda: store.record(_document(args.cells, next(seeds), "d0"), git={"commit": "x"}), args.repeats)
-    out["a fresh process: import, open, record, the section"] = statistics.median(
-        float(subprocess.run([sys.executable, "-c", CHILD, url, sys.path[0], os.path.join(ROOT, "bench"),
-                              str(args.cells)], capture_output=True, text=True, check=True).stdout)
-        for _ in range(args.repeats))
+    fresh = []
+    for _ in range(args.repeats):
+        before = os.times()
+        wall = float(subprocess.run([sys.executable, "-c", CHILD, url, sys.path[0], os.path.join(ROOT, "bench"),
+                                     str(args.cells)], capture_output=True, text=True, check=True).stdout)
+        after = os.times()
+        fresh.append((wall, after.children_user - before.children_user + after.children_system
+                      - before.children_system))
+    out["a fresh process: import, open, record, the section"] = (statistics.median(f[0] for f in fresh),
+                                                                 statistics.median(f[1] for f in fresh))
     last = queries.latest_run(store, "d0")["id"]
     cell = "subject0[cell3]"
     figures = [
@@ -147,7 +156,8 @@ def _measure(url: str, args: argparse.Namespace, repo: str) -> dict[str, float]:
         ("the results document's history section", lambda: history_section(store, last, "d0"))]
     for label, fn in figures:
         out[label] = _median(fn, 1 if label.endswith("[once]") else args.repeats)  # the slow ones: once
-        print(f"  {label}: {out[label] * 1000:.0f} ms", file=sys.stderr, flush=True)
+        print(f"  {label}: {out[label][0] * 1000:.0f} ms, CPU {out[label][1] * 1000:.0f} ms", file=sys.stderr,
+              flush=True)
     store.close()
     return out
 
@@ -297,11 +307,13 @@ def main() -> None:
         os.remove(copy)
     (b, before_fig), (a, after_fig) = figures.items()
     width = max(len(k) for k in after_fig)
-    print(f"\nSQLite, {args.runs} runs x {args.cells} cells over {args.devices} devices; median of {args.repeats}, ms")
-    print(f"{'':<{width}}  {'before':>9}  {'after':>9}")
-    for label in after_fig:
-        old = before_fig.get(label)
-        print(f"{label:<{width}}  {'' if old is None else f'{old * 1000:9.0f}':>9}  {after_fig[label] * 1000:9.0f}")
+    print(f"\nSQLite, {args.runs} runs x {args.cells} cells over {args.devices} devices; median of {args.repeats}, ms "
+          f"(wall, and CPU: this process's, or the fresh process's own)")
+    print(f"{'':<{width}}  {'before':>9}  {'after':>9}  {'CPU before':>10}  {'CPU after':>10}")
+    for label, (wall, cpu) in after_fig.items():
+        old = before_fig.get(label) or ("", "")
+        shown = [f"{v * 1000:.0f}" if v != "" else "" for v in (old[0], wall, old[1], cpu)]
+        print(f"{label:<{width}}  {shown[0]:>9}  {shown[1]:>9}  {shown[2]:>10}  {shown[3]:>10}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -3,6 +3,17 @@
 
     python bench/history_cost.py [--runs 10000] [--cells 400] [--devices 25] [--repeats 3]
                                  [--before REV] [--every] [--keep DIR]
+    python bench/history_cost.py --recording [--main-job-seconds S] [--repeats 11] [--prior 50]
+
+``--recording``: what recording adds to the main job, in one run on this machine, under its load as it is.  It
+runs the main job (tox's conformance command: ``triton-conformance run --device interpreter --profile ci -n 2``,
+history off, results in a scratch directory) and times it, unless ``--main-job-seconds`` gives a figure; then it
+times the plugin's recording hook (``plugin.history.record_run``: open the store, record the run, the results
+document's history section, as the session does at its end) ``--repeats`` times on a 400-cell run and on the
+main job's own results, into a SQLite store already holding ``--prior`` runs of the device: in this process
+(SQLAlchemy imported, every statement compiled anew: each call opens its own engine), and in a fresh process
+each time (SQLAlchemy's import and the history modules' too: what the main job pays, since it records once; the
+plugin's module, with pytest, is loaded before the clock starts, as it is in the session).
 
 Synthetic data: ``--runs`` runs spread over ``--devices`` devices (a year of nightly runs over 25 devices is
 about 10,000), ``--cells`` cells each, a few of them failing or flipping; each commit is run twice per device,
@@ -77,13 +88,16 @@ def _fill(url: str, args: argparse.Namespace, commits: list[str]) -> None:
                                      rows)
 
 
-def _median(fn, repeats: int) -> float:  # noqa: ANN001
-    times = []
+def _median(fn, repeats: int) -> tuple[float, float]:  # noqa: ANN001
+    """(wall, CPU) seconds of ``fn``, each the median of ``repeats`` calls: the CPU time (this process's) is what
+    the query itself costs, whatever the shared machine's load does to the wall clock."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 # What a run pays in all, in a fresh process: import SQLAlchemy, open the store, record, the history section.
@@ -107,17 +121,23 @@ def _measure(url: str, args: argparse.Namespace, repo: str) -> dict[str, float]:
     except ImportError:
         flaky = queries.flaky
     out = {}
-    t = time.perf_counter()
-    store = HistoryStore(url)
-    out["open the store (after: the upgrade to schema 3, once)"] = time.perf_counter() - t
+    holder = []
+    out["open the store (after: the upgrade to schema 4, once)"] = _median(lambda: holder.append(HistoryStore(url)), 1)
+    store = holder[0]
     out["open the store again"] = _median(lambda: HistoryStore(url).close(), args.repeats)
     seeds = iter(range(1, 10**6))
     out["record one run (store open)"] = _median(
         lambda: store.record(_document(args.cells, next(seeds), "d0"), git={"commit": "x"}), args.repeats)
-    out["a fresh process: import, open, record, the section"] = statistics.median(
-        float(subprocess.run([sys.executable, "-c", CHILD, url, sys.path[0], os.path.join(ROOT, "bench"),
-                              str(args.cells)], capture_output=True, text=True, check=True).stdout)
-        for _ in range(args.repeats))
+    fresh = []
+    for _ in range(args.repeats):
+        before = os.times()
+        wall = float(subprocess.run([sys.executable, "-c", CHILD, url, sys.path[0], os.path.join(ROOT, "bench"),
+                                     str(args.cells)], capture_output=True, text=True, check=True).stdout)
+        after = os.times()
+        fresh.append((wall, after.children_user - before.children_user + after.children_system
+                      - before.children_system))
+    out["a fresh process: import, open, record, the section"] = (statistics.median(f[0] for f in fresh),
+                                                                 statistics.median(f[1] for f in fresh))
     last = queries.latest_run(store, "d0")["id"]
     cell = "subject0[cell3]"
     figures = [
@@ -127,7 +147,7 @@ def _measure(url: str, args: argparse.Namespace, repo: str) -> dict[str, float]:
         ("new --device d0", lambda: queries.new_since_green(store, device="d0")),
         ("flaky --device d0 -n 50", lambda: flaky(store, device="d0", last=50)),
         ("flaky -n 50 (every device)", lambda: flaky(store, last=50)),
-        ("flaky -n 500 (before: the newest 500 in all; after: per device) [once]", lambda: flaky(store, last=500)),
+        ("flaky -n 500 (per device) [once]", lambda: flaky(store, last=500)),
         *((("flaky -n 0 (every run, every device) [once]", lambda: flaky(store, last=None)),) if args.every else ()),
         ("slower --device d0", lambda: queries.slower(store, device="d0")),
         ("slower (every device)", lambda: queries.slower(store)),
@@ -136,9 +156,82 @@ def _measure(url: str, args: argparse.Namespace, repo: str) -> dict[str, float]:
         ("the results document's history section", lambda: history_section(store, last, "d0"))]
     for label, fn in figures:
         out[label] = _median(fn, 1 if label.endswith("[once]") else args.repeats)  # the slow ones: once
-        print(f"  {label}: {out[label] * 1000:.0f} ms", file=sys.stderr, flush=True)
+        print(f"  {label}: {out[label][0] * 1000:.0f} ms, CPU {out[label][1] * 1000:.0f} ms", file=sys.stderr,
+              flush=True)
     store.close()
     return out
+
+
+def _record_once(url: str, document: dict) -> float:
+    from triton_conformance.plugin.history import record_run
+
+    t = time.perf_counter()
+    section = record_run(url, document, started=time.time(), root=ROOT)
+    took = time.perf_counter() - t
+    if section is None:
+        raise SystemExit("the recording failed (said above)")
+    return took
+
+
+# The hook in a fresh process, timed from before its imports (SQLAlchemy's first), the plugin's module and pytest
+# loaded before, as in the session that records: argv = url, document, root.
+FRESH = ("import json, sys, time; from triton_conformance.plugin.history import record_run; "
+         "doc = json.load(open(sys.argv[2])); t = time.perf_counter(); import sqlalchemy; i = time.perf_counter(); "
+         "assert record_run(sys.argv[1], doc, started=time.time(), root=sys.argv[3]) is not None; "
+         "print(i - t, time.perf_counter() - t)")
+
+
+def _recording(args: argparse.Namespace) -> None:
+    work = tempfile.mkdtemp(prefix="history-recording.")
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    main_doc = None
+    if args.main_job_seconds is None:
+        results = os.path.join(work, "results", "results.json")
+        argv = [sys.executable, "-m", "triton_conformance.cli", "run", "--device", "interpreter", "--profile", "ci",
+                "-n", "2", "--history", "none", "--results", results]
+        print("the main job:", " ".join(argv[1:]), flush=True)
+        before = os.times()
+        t = time.perf_counter()
+        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        main_s = time.perf_counter() - t
+        after = os.times()
+        cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+        with open(results) as f:
+            main_doc = json.load(f)
+        print(f"  {len(main_doc['results'])} cells, exit {done.returncode}: {main_s:.1f} s wall, {cpu:.1f} s CPU "
+              f"(user+sys of its processes)", flush=True)
+    else:
+        main_s = args.main_job_seconds
+        print(f"the main job: {main_s:.1f} s (given, not measured in this run)")
+    docs = {f"a {args.cells}-cell run": _document(args.cells, 99, "interpreter")}
+    if main_doc is not None:
+        docs[f"the main job's own results ({len(main_doc['results'])} cells)"] = main_doc
+    print(f"\nthe recording hook, median of {args.repeats}, into a store holding {args.prior} runs of the device:")
+    sys.path[:0] = [ROOT]
+    rows = []
+    for label, doc in docs.items():
+        url = f"sqlite:///{os.path.join(work, f'store{len(rows)}.sqlite')}"
+        from triton_conformance.history.store import HistoryStore
+        with HistoryStore(url) as store:
+            for i in range(args.prior):
+                store.record(doc, git={"commit": f"prior{i // 2}"}, started=time.time() - 86400 + i)
+        path = os.path.join(work, "doc.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        here = statistics.median(_record_once(url, doc) for _ in range(args.repeats))
+        fresh = [tuple(map(float, subprocess.run([sys.executable, "-c", FRESH, url, path, ROOT], env=env,
+                                                 capture_output=True, text=True, check=True).stdout.split()))
+                 for _ in range(args.repeats)]
+        imports, whole = statistics.median(f[0] for f in fresh), statistics.median(f[1] for f in fresh)
+        rows.append((label, here, whole, imports))
+    width = max(len(r[0]) for r in rows)
+    print(f"{'':<{width}}  {'in process':>12}  {'fresh process':>14}  {'of which import sqlalchemy':>26}")
+    for label, here, whole, imports in rows:
+        print(f"{label:<{width}}  {here:9.3f} s   {whole:11.3f} s   {imports:23.3f} s")
+    for label, here, whole, _ in rows:
+        print(f"{label}: {100 * here / main_s:.2f} % of the main job's {main_s:.1f} s in process, "
+              f"{100 * whole / main_s:.2f} % in a fresh process")
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _side(role: str, package: str, url: str, args: argparse.Namespace, extra: list[str]) -> dict | None:
@@ -164,12 +257,21 @@ def main() -> None:
     parser.add_argument("--before", default="main", help="the revision measured as 'before' [default: main]")
     parser.add_argument("--every", action="store_true",
                         help="also flaky over every recorded run (83 s before, on SQLite at 10,000 runs here)")
+    parser.add_argument("--recording", action="store_true",
+                        help="what recording adds to the main job (its time against the recording hook's)")
+    parser.add_argument("--main-job-seconds", type=float, default=None,
+                        help="with --recording: this figure for the main job instead of running it")
+    parser.add_argument("--prior", type=int, default=50,
+                        help="with --recording: runs already in the store [default: 50, the flake window]")
     parser.add_argument("--keep", default=None, help="work in this directory and leave it (else a temporary one)")
     parser.add_argument("--role", choices=("fill", "measure"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--package", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--repo", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.recording:
+        _recording(args)
+        return
     if args.role:  # one side, in its own process: only its package on the path
         sys.path[:0] = [args.package, os.path.join(ROOT, "bench")]
         commits = subprocess.run(["git", "rev-list", "--reverse", "main"], cwd=args.repo, capture_output=True,
@@ -205,11 +307,13 @@ def main() -> None:
         os.remove(copy)
     (b, before_fig), (a, after_fig) = figures.items()
     width = max(len(k) for k in after_fig)
-    print(f"\nSQLite, {args.runs} runs x {args.cells} cells over {args.devices} devices; median of {args.repeats}, ms")
-    print(f"{'':<{width}}  {'before':>9}  {'after':>9}")
-    for label in after_fig:
-        old = before_fig.get(label)
-        print(f"{label:<{width}}  {'' if old is None else f'{old * 1000:9.0f}':>9}  {after_fig[label] * 1000:9.0f}")
+    print(f"\nSQLite, {args.runs} runs x {args.cells} cells over {args.devices} devices; median of {args.repeats}, ms "
+          f"(wall, and CPU: this process's, or the fresh process's own)")
+    print(f"{'':<{width}}  {'before':>9}  {'after':>9}  {'CPU before':>10}  {'CPU after':>10}")
+    for label, (wall, cpu) in after_fig.items():
+        old = before_fig.get(label) or ("", "")
+        shown = [f"{v * 1000:.0f}" if v != "" else "" for v in (old[0], wall, old[1], cpu)]
+        print(f"{label:<{width}}  {shown[0]:>9}  {shown[1]:>9}  {shown[2]:>10}  {shown[3]:>10}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -113,26 +113,39 @@ def test_a_wide_outer_dim_is_still_drawn_and_run_in_the_cell(wide_cell):
     assert result.details["interpreter_cost"]["widest_launch"] > WIDE
 
 
-def test_the_decisions_do_not_depend_on_the_machine_s_speed(wide_cell, monkeypatch):
-    subject, (result, record) = wide_cell
+# The wide cell's kinds of decision at a fraction of its cost (the machine-speed test runs its cell twice): an
+# example's share (5k) pays for a few rows; the pool beyond the ten shares' reserve (50k) pays for larger draws
+# early in the cell, and once it is spent they are discarded over the allowance.
+SPEED_ROWS = Dim(1, 512)
+SPEED = replace(PROFILES["ci"], interpreter_cost=100_000, interpreter_example_cost=5_000)
+
+
+def test_the_decisions_do_not_depend_on_the_machine_s_speed(monkeypatch):
+    subject = tc.register(_launcher(1 << 30), name="cover_interpreter_cost_speed", family="cover_interpreter_cost",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float32",), layouts="any")},
+                          dims={"M": SPEED_ROWS, "N": Dim(1, 16)}, reduces="N", oracle=lambda x: x * 2)
+    result, record = _run(subject, "layout:contiguous", profile=SPEED)
     from triton.runtime import interpreter
 
     builder, load = interpreter.interpreter_builder, interpreter.interpreter_builder.create_masked_load
     clock = {"slept": 0}
 
-    def slow_load(*args, **kwargs):  # a machine that is slower at every load, as a loaded one is
+    def slow_load(*args, **kwargs):  # a machine that is slower at every load, as a loaded one is (twice here)
         import time
 
-        time.sleep(2e-4)
+        time.sleep(1e-2)
         clock["slept"] += 1
         return load(*args, **kwargs)
 
     monkeypatch.setattr(builder, "create_masked_load", slow_load)
-    again, record_again = _run(subject, "shape:beyond-block")
-    assert clock["slept"] > 100
-    assert any(verdict == "over-cost" for _, verdict in record.examples), "a decision to compare"
+    again, record_again = _run(subject, "layout:contiguous", profile=SPEED)
+    # decisions to compare: draws discarded over the allowance, and one past an example's share that the
+    # pool paid for (as the wide cell's draw past 4096 rows)
+    assert any(verdict == "over-cost" for _, verdict in record.examples), record.examples
+    assert result.details["interpreter_cost"]["largest_example"] > SPEED.interpreter_example_cost, result.details
     assert record_again.examples == record.examples
     assert (again.outcome, again.examples, again.details) == (result.outcome, result.examples, result.details)
+    assert clock["slept"] > 50, "the second run was slowed down"
 
 
 def test_a_cheap_kernel_loses_no_example_under_the_ci_allowance():

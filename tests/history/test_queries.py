@@ -120,6 +120,36 @@ def test_the_flake_window_is_each_devices_newest_runs(store: HistoryStore) -> No
         flaky(store, level=1.5)
 
 
+def test_the_flake_count_from_the_tallies_is_the_count_from_the_cells(store: HistoryStore) -> None:
+    # 3 devices, 90 runs at 5 commits (one outside git) in shuffled order, cells left out of some runs, 3 of
+    # them stochastic: every window below has commits whose runs are partly in it (counted from the cells)
+    # beside whole ones (from the tallies); both ways must give the same rows.
+    import random
+
+    rnd = random.Random(5)
+    names = [f"s{i % 3}|c{i}" for i in range(9)]
+    declared = {n: {"alpha_check": 0.01 * (k + 1), "tests": [{}]} for k, n in enumerate(names[:3])}
+    for i in range(90):
+        doc = _doc({n: rnd.choice(["honoured"] * 6 + ["wrong", "crash", "skipped"]) for n in names
+                    if rnd.random() < 0.85}, device=f"d{i % 3}", details=declared)
+        store.record(doc, git={"commit": rnd.choice(["c1", "c2", "c3", "c4", None])}, started=rnd.random() * 100)
+    partial = 0
+    for device in (None, "d1"):
+        for last in (None, 1, 4, 7, 30):
+            for names_ in (None, ["s0"], ["s1[c4]"]):
+                for stable in (False, True):
+                    fast = flaky(store, device=device, last=last, names=names_, include_stable=stable)
+                    slow = flaky(store, device=device, last=last, names=names_, include_stable=stable,
+                                 from_cells=True)
+                    assert fast == slow, (device, last, names_, stable)
+                    partial += len(fast)
+    assert partial > 100 and any(r["flips"] for r in flaky(store, last=4)), "the windows had flakes to count"
+    everything = flaky(store, last=None, include_stable=True)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM cells")  # every commit whole in that window: the tallies alone answer
+    assert flaky(store, last=None, include_stable=True) == everything and len(everything) == 27
+
+
 def test_slower_finds_a_duration_or_compile_count_past_the_threshold(store: HistoryStore) -> None:
     for i in range(5):
         store.record(_doc({"a|x": "honoured", "a|y": "honoured"}), git={"commit": f"c{i}"}, started=i)
@@ -127,6 +157,51 @@ def test_slower_finds_a_duration_or_compile_count_past_the_threshold(store: Hist
                  git={"commit": "c9"}, started=9)
     rows = queries.slower(store, threshold=1.5)
     assert [(r["cell"], r["what"], r["median"]) for r in rows] == [("a[x]", "duration_s", 1.0)]
+
+
+def _slower_by_hand(store: HistoryStore, last: int, threshold: float = 1.5, floor_s: float = 0.5) -> list[dict]:
+    """What ``slower`` answers, the plain way: each device's runs one at a time, each cell's median by hand."""
+    out = []
+    for dev in sorted({r["device"] for r in queries.trend(store, "", last=10**6, every_cell=True)["runs"]}):
+        recent = queries.trend(store, "", last=last + 1, device=dev, every_cell=True)["runs"][::-1]
+        if len(recent) < 2:
+            continue
+        with store.engine.connect() as conn:
+            rows = queries.run_cells(conn, [r["id"] for r in recent])
+        for name in sorted({(r["subject"], r["cell"]) for r in rows}):
+            mine = {r["run_id"]: r for r in rows if (r["subject"], r["cell"]) == name}
+            if recent[0]["id"] not in mine:
+                continue
+            for what, floor in (("duration_s", floor_s), ("compiles", 1)):
+                now = mine[recent[0]["id"]][what]
+                past = sorted(r[what] for i, r in mine.items() if i != recent[0]["id"] and r[what] is not None)
+                if now is None or not past:
+                    continue
+                median = (past[(len(past) - 1) // 2] + past[len(past) // 2]) / 2
+                if now > threshold * median and now - median >= floor:
+                    out.append({"cell": f"{name[0]}[{name[1]}]", "device": dev, "what": what, "now": now,
+                                "median": median, "ratio": now / median, "runs": len(past)})
+    return out
+
+
+def test_slower_over_every_device_is_the_plain_count(store: HistoryStore) -> None:
+    import random
+
+    rnd = random.Random(3)
+    names = [f"s{i % 2}|c{i}" for i in range(6)]
+    for i in range(40):
+        doc = _doc({n: "honoured" for n in names if rnd.random() < 0.8}, device=f"d{i % 3}",
+                   durations={n: rnd.choice([1.0, 1.2, 3.0]) for n in names})
+        for r in doc["results"]:
+            r["compiles"] = rnd.choice([2, 2, 5, None])
+        store.record(doc, git={"commit": f"c{i}"}, started=rnd.random() * 100)
+    found = 0
+    for last in (1, 3, 20):
+        expected = _slower_by_hand(store, last)
+        assert queries.slower(store, last=last) == expected, last
+        assert queries.slower(store, last=last, device="d1") == [e for e in expected if e["device"] == "d1"]
+        found += len(expected)
+    assert found > 6, "the runs had slower cells to find"
 
 
 def _git(repo, *args: str) -> str:  # noqa: ANN001

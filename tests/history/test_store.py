@@ -13,17 +13,21 @@ import time
 import pytest
 import sqlalchemy as sa
 
+from triton_conformance.history.schema import tallies, tally_select
 from triton_conformance.history.store import HistoryStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# A child process that records one run of CELLS cells ("wrong" every 7th, with a reproducer).
+# A child process that records one run of CELLS cells ("wrong" every 7th, with a reproducer).  The first 200
+# cells are the writer's own; the others every writer records (their tallies are shared), every 5th a crash
+# in the odd-numbered writers' runs.
 WRITER = textwrap.dedent("""
     import os, sys, time
     from triton_conformance.history.store import HistoryStore
     url, tag, cells, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    results = [{"subject": f"s{i // 20}", "family": "f", "cell": f"c{i % 20}:{tag}",
-                "outcome": "wrong" if i % 7 == 0 else "honoured", "finding": "mismatch" if i % 7 == 0 else None,
+    odd = int(tag[-1]) % 2 if tag[-1].isdigit() else 0
+    results = [{"subject": f"s{i // 20}", "family": "f", "cell": f"c{i % 20}" + (f":{tag}" if i < 200 else ""),
+                "outcome": "wrong" if i % 7 == 0 else "crash" if i >= 200 and i % 5 == 0 and odd else "honoured", "finding": "mismatch" if i % 7 == 0 else None,
                 "reproducer": "print(1)" if i % 7 == 0 else None, "duration_s": 0.1, "examples": 5}
                for i in range(cells)]
     doc = {"environment": {"device": "interpreter", "commit": "c0ffee", "seed": 1}, "results": results}
@@ -52,6 +56,16 @@ def _counts(url: str) -> tuple[int, int, int, int]:
     return out
 
 
+def _tallies(url: str) -> tuple[list[tuple], list[tuple]]:
+    """(the tallies kept as the runs were recorded, the tallies counted again from the cells), sorted."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        kept = sorted(tuple(r) for r in conn.execute(sa.select(tallies)))
+        counted = sorted(tuple(r) for r in conn.execute(tally_select()))
+    engine.dispose()
+    return kept, counted
+
+
 def test_eight_concurrent_writers_of_400_cells_lose_nothing(store_url: str) -> None:
     if store_url.startswith("sqlite"):
         HistoryStore(store_url).close()  # WAL mode is a property of the file: check it is on
@@ -63,6 +77,11 @@ def test_eight_concurrent_writers_of_400_cells_lose_nothing(store_url: str) -> N
     assert [w.wait(timeout=240) for w in writers] == [0] * 8
     per_run = sum(1 for i in range(400) if i % 7 == 0)
     assert _counts(store_url) == (8, 8, 8 * 400, 8 * per_run)
+    kept, counted = _tallies(store_url)
+    assert kept == counted and len(kept) == 8 * 200 + 200, "every run's cells tallied, the shared ones once each"
+    shared = next(t for t in kept if t[2:4] == ("s10", "c0"))  # cell 200: a crash in w1, w3, w5 and w7's runs
+    row = dict(zip(tallies.c.keys(), shared))
+    assert (row["runs"], row["mode"], row["o_crash"], row["o_honoured"]) == (8, 4, 4, 4)
 
 
 def test_a_writer_killed_mid_run_leaves_no_half_run(store_url: str, tmp_path) -> None:  # noqa: ANN001
@@ -78,6 +97,8 @@ def test_a_writer_killed_mid_run_leaves_no_half_run(store_url: str, tmp_path) ->
     assert after.wait(timeout=120) == 0
     runs, complete, cells, _ = _counts(store_url)
     assert (runs, complete, cells) == (1, 1, 400), "only the second writer's run, whole"
+    kept, counted = _tallies(store_url)
+    assert kept == counted and sum(row[4] for row in kept) == 400, "the dead writer's cells are not tallied"
 
 
 V1 = [  # version 1's tables, as that release created them (written out here: the test must not trust the code)
@@ -113,7 +134,10 @@ def test_a_version_1_database_is_upgraded_in_place_with_its_rows(store_url: str)
     with HistoryStore(store_url) as store:
         assert store.upgraded_from == 1
         with store.engine.connect() as conn:
-            assert conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'version'").scalar() == "3"
+            assert conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'version'").scalar() == "4"
+            tallied = conn.exec_driver_sql('SELECT device, "commit", subject, cell, runs, mode, o_unsafe '
+                                           "FROM tallies").all()
+            assert [tuple(r) for r in tallied] == [("interpreter", "abc", "add", "memory", 1, 1, 1)]
             indexes = {i["name"] for i in sa.inspect(conn).get_indexes("cells")}
             assert {"cells_by_run_cell", "cells_by_name"} <= indexes and "cells_by_run" not in indexes
             kept = conn.exec_driver_sql("SELECT subject, cell, outcome, finding, precision_verdict FROM cells").all()
@@ -126,7 +150,9 @@ def test_a_version_1_database_is_upgraded_in_place_with_its_rows(store_url: str)
                 == "within-bound"
             assert conn.exec_driver_sql("SELECT script FROM reproducers").scalar() == "print(2)"
     with HistoryStore(store_url) as again:
-        assert again.upgraded_from == 3  # opened once more: nothing to do
+        assert again.upgraded_from == 4  # opened once more: nothing to do
+    kept, counted = _tallies(store_url)
+    assert kept == counted and [r[1] for r in kept] == ["abc", "def"], "the new run is tallied beside the migrated one"
 
 
 def test_a_newer_database_is_refused_in_one_line(tmp_path) -> None:  # noqa: ANN001
@@ -138,5 +164,13 @@ def test_a_newer_database_is_refused_in_one_line(tmp_path) -> None:  # noqa: ANN
     with engine.begin() as conn:
         conn.exec_driver_sql("UPDATE meta SET value = '99' WHERE key = 'version'")
     engine.dispose()
-    with pytest.raises(HistoryError, match=r"version=99, newer than this triton-conformance's 3"):
+    with pytest.raises(HistoryError, match=r"version=99, newer than this triton-conformance's 4"):
         HistoryStore(url)
+
+
+def test_every_outcome_has_a_tally_column() -> None:
+    # A new outcome in the model needs a migration that adds its column to the tallies (schema.py).
+    from triton_conformance.history.schema import TALLIED
+    from triton_conformance.model.outcomes import OUTCOMES
+
+    assert TALLIED == OUTCOMES

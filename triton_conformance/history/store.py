@@ -16,10 +16,13 @@ from typing import Any
 
 from triton_conformance.history.location import HistoryError, history_url, shown
 from triton_conformance.history.schema import (
+    TALLIED,
     HistoryVersionError,
     cells,
     reproducers,
     runs,
+    tallies,
+    tally_column,
     upgrade,
 )
 from triton_conformance.model.outcomes import PASSING
@@ -106,6 +109,48 @@ def _cell_row(run_id: int, r: dict[str, Any]) -> dict[str, Any]:
             "false_positive_rate": _fpr(details)}
 
 
+def _upsert(conn: Any):  # noqa: ANN202 - the dialect's INSERT ... ON CONFLICT (SQLAlchemy's, one per dialect)
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def _add_tallies(conn: Any, run: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Add the run's cells to ``tallies`` (schema.py): a new row per cell not tallied yet at the run's device
+    and commit, else its counts plus one.  ``mode`` (the most common outcome's count) grows when the outcome
+    just counted passes it: the new count is sum_o (old_o + new_o) * new_o, new_o being 1 for the run's
+    outcome and 0 for the others.  A cell recorded twice in one run is added twice, one statement each."""
+    import sqlalchemy as sa
+
+    columns = {o: tally_column(o) for o in TALLIED}
+    layers: list[dict[tuple[str, str], dict[str, Any]]] = []
+    for r in rows:
+        if r["outcome"] not in columns:
+            raise HistoryError(f"outcome {r['outcome']!r} of {r['subject']}[{r['cell']}] has no tally column: "
+                               "the history schema needs a migration for it")
+        key = (r["subject"], r["cell"])
+        layer = next((layer for layer in layers if key not in layer), None)
+        if layer is None:
+            layers.append(layer := {})
+        layer[key] = {"device": run["device"], "commit": run["commit"] or "", "subject": key[0], "cell": key[1],
+                      "runs": 1, "mode": 1, "fpr": _fpr(r.get("details") or {}),
+                      **{c: int(o == r["outcome"]) for o, c in columns.items()}}
+    insert = _upsert(conn)
+    for layer in layers:
+        stmt = insert(tallies)
+        new, old = stmt.excluded, tallies.c
+        count = sum((old[c] + new[c]) * new[c] for c in columns.values())
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[old.device, old.commit, old.subject, old.cell],
+            set_={"runs": old.runs + new.runs, "mode": sa.case((count > old.mode, count), else_=old.mode),
+                  "fpr": sa.case((new.fpr.is_(None), old.fpr), (old.fpr.is_(None) | (new.fpr > old.fpr), new.fpr),
+                                 else_=old.fpr),
+                  **{c: old[c] + new[c] for c in columns.values()}})
+        conn.execute(stmt, sorted(layer.values(), key=lambda v: (v["subject"], v["cell"])))
+
+
 class HistoryStore:
     """An open history database.  ``url``: a SQLAlchemy URL (see :func:`history_url`)."""
 
@@ -176,6 +221,7 @@ class HistoryStore:
             if scripts:
                 conn.execute(reproducers.insert(), [{"run_id": run_id, "subject": s, "cell": c, "script": text}
                                                     for (s, c), text in scripts.items()])
+            _add_tallies(conn, run, rows)
             if before_commit is not None:
                 before_commit()
             conn.execute(runs.update().where(runs.c.id == run_id).values(complete=True))

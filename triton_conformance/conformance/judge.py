@@ -174,8 +174,11 @@ class Judge:
             scale = float(finite.abs().max()) if finite.numel() else 1.0
         # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
         tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
-        fp8_fast = (contract.dot_precision == "fp8-fast-accumulate" and out.device.type == "cuda"
-                    and any(d in FP8_DTYPES for d in dtypes.values()))
+        # fp8 products summed by Hopper's tensor cores: a ~14-bit accumulator inside each MMA, whatever the
+        # promotion between them (torch._scaled_mm's default is 36x past fp32's bound on the H200), so every
+        # reduction over fp8 inputs on CUDA, or a contract that says so without one.
+        fp8_fast = (out.device.type == "cuda" and any(d in FP8_DTYPES for d in dtypes.values())
+                    and (contract.dot_precision == "fp8-fast-accumulate" or reduction > 1))
         # The accumulation dtype: the declared one, or the example's input dtype (accumulate="input" or a mapping).
         if accumulate is None:
             accumulate = contract.accumulation(dtypes)

@@ -187,6 +187,43 @@ class Declaration:
         self.outputs = () if shapes_out == "varies" else shapes_out  # every output's shape, for the backward
         return None
 
+    def has_backward(self, torch) -> bool:
+        """Whether the declaration has a backward: grad_output is shaped by dims (an output dim of 1 that
+        no input has cannot be declared), and the OpInfo supports autograd in every declared dtype."""
+        op = self.op
+        return bool(self.output is not None and set(self.output) <= set(self.dim_max) and op.supports_autograd
+                    and all(getattr(torch, d) in op.supported_backward_dtypes("cpu") for d in self.dtypes))
+
+    def backward_outputs(self):
+        """Every output carries a gradient, each with its own shape; where one's cannot be declared, the first."""
+        shaped = all(None not in o and set(o) <= set(self.dim_max) for o in self.outputs)
+        return None if len(self.outputs) < 2 else dict(enumerate(self.outputs)) if shaped else (0,)
+
+    def coverage(self, torch):
+        """Which aten ops the op reaches, forward and backward, that the magnitude pass has no rule for
+        (:func:`triton_conformance.oracles.magnitude_coverage.survey`), at small dims in float64."""
+        from triton_conformance.oracles.magnitude_coverage import survey
+
+        generator = torch.Generator().manual_seed(1)
+        dims = {s: (1 if m == 1 else min(m, 5 + 3 * k)) for k, (s, m) in enumerate(sorted(self.dim_max.items()))}
+        xs = dict(zip(self.names, self._draw(dims, torch.float64, torch, generator)))
+
+        def oracle(**tensors):
+            out = self.call([tensors[n] for n in self.names], torch)
+            return out[0] if len(out) == 1 else out
+
+        grads, gos = (), None
+        if self.has_backward(torch):
+            with torch.enable_grad():
+                leaves = {n: t.clone().requires_grad_(True) for n, t in xs.items()}
+                outs = self.call([leaves[n] for n in self.names], torch)
+            wanted = self.backward_outputs()
+            positions = range(len(outs)) if wanted is None else list(wanted)
+            gos = {p: torch.randn(outs[p].shape, generator=generator, dtype=torch.float64)
+                   for p in positions if outs[p].requires_grad}
+            grads = tuple(self.names) if gos else ()
+        return survey(oracle, xs, {}, grads, gos)
+
     def register(self, torch):
         from triton_conformance import Dim, Tensor, register
 
@@ -203,15 +240,9 @@ class Declaration:
             inputs[name] = Tensor(shape, layouts="any", **extra)
         dims = {s: Dim(1, m) for s, m in self.dim_max.items()}
         backward = None
-        op = self.op
-        # grad_output is shaped by dims: an output dim of 1 that no input has cannot be declared.
-        if (self.output is not None and set(self.output) <= set(dims) and op.supports_autograd
-                and all(getattr(torch, d) in op.supported_backward_dtypes("cpu") for d in self.dtypes)):
+        if self.has_backward(torch):
             from triton_conformance import Backward
-            # Every output carries a gradient, each with its own shape; where one's cannot be declared, the first.
-            shaped = all(None not in o and set(o) <= set(dims) for o in self.outputs)
-            outputs = None if len(self.outputs) < 2 else dict(enumerate(self.outputs)) if shaped else (0,)
-            backward = Backward(output=self.output, outputs=outputs)
+            backward = Backward(output=self.output, outputs=self.backward_outputs())
 
         def launcher(**tensors):
             out = self.call([tensors[n] for n in self.names], torch)
@@ -245,6 +276,8 @@ def declarations(device: str, wanted: list[str]):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="print the declared ops and the others' reasons")
+    parser.add_argument("--coverage", action="store_true",
+                        help="print, per declared op, the aten ops forward and backward with no magnitude rule")
     parser.add_argument("--seeds", type=int, default=1, help="how many fresh seeds (default 1)")
     parser.add_argument("--seed", type=int, action="append", default=[], help="run this seed (repeatable)")
     parser.add_argument("--minutes", type=float, default=None, help="stop starting cells after this long")
@@ -274,6 +307,8 @@ def main() -> int:
         return 0
     if not declared:
         parser.error(f"--ops={args.ops!r} declares no op")
+    if args.coverage:
+        return print_coverage(declared, torch)
 
     from triton_conformance.conformance.backend import Backend, current_backend
     from triton_conformance.conformance.kinds.base import cells_for
@@ -324,6 +359,37 @@ def main() -> int:
     for line, count in verdicts.most_common():
         print(f"  {count:5d}  {line}")
     return 1 if failures else 0
+
+
+def print_coverage(declared, torch) -> int:
+    """Per op: covered, or the aten ops with no magnitude rule (forward / backward); then the totals and
+    the missing ops by how many ops reach them.  Exits 1 if any op is not covered."""
+    missing, failed, covered = collections.Counter(), [], 0
+    for decl in declared:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                got = decl.coverage(torch)
+            except Exception as exc:  # noqa: BLE001 - the survey's own inputs: said, not hidden
+                failed.append(decl.label)
+                print(f"  {decl.label:40s} survey failed: {type(exc).__name__}: {str(exc)[:120]}")
+                continue
+        if got.complete:
+            covered += 1
+            print(f"  {decl.label:40s} covered")
+            continue
+        parts = [f"forward {', '.join(got.forward)}" if got.forward else "",
+                 f"backward {', '.join(got.backward)}" if got.backward else "",
+                 f"failed: {got.failure}" if got.failure else ""]
+        print(f"  {decl.label:40s} " + "; ".join(p for p in parts if p))
+        missing.update(set(got.forward) | set(got.backward))
+        if got.failure:
+            failed.append(decl.label)
+    print(f"\n{len(declared)} ops: {covered} covered forward and backward, "
+          f"{len(declared) - covered - len(failed)} reach an aten op with no rule, {len(failed)} failed under tracking")
+    for name, count in missing.most_common():
+        print(f"  {count:4d} ops reach {name}")
+    return 0 if covered == len(declared) else 1
 
 
 def _precision_line(precision) -> str:

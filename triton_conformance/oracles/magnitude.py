@@ -79,6 +79,19 @@ class Unsupported(Exception):
     """An op the pass has no rule for."""
 
 
+# While :mod:`.magnitude_coverage` surveys an oracle, an op with no rule is recorded here instead of ending
+# the pass, and passes on its own ``|value|`` as its magnitude: one pass then names every op that lacks one.
+_SURVEY: list[set] = []
+
+
+def _missing(func, out: Any) -> Any:
+    """``func`` has no rule: end the pass, or, in a survey, record it and go on."""
+    if not _SURVEY:
+        raise Unsupported(func)
+    _SURVEY[-1].add(str(func))
+    return _wrap(out, tree_map(lambda o: o.detach().abs().to(torch.float64) if is_float(o) else o, out))
+
+
 @dataclass(frozen=True)
 class Unavailable:
     """Why the magnitudes could not be computed (the plain bound judges alone)."""
@@ -145,7 +158,7 @@ def _dispatch(func, args: tuple, kwargs: dict):
             return decomposition(*args, **kwargs)
         out = func(*values, **vkwargs)
         if any(is_float(o) for o in tree_flatten(out)[0]):
-            raise Unsupported(func)
+            return _missing(func, out)
         return out  # a query (a size, an item, a comparison): no magnitudes needed
     mags, mkwargs = tree_map(_magnitude, (args, kwargs))
     if func._schema.is_mutable:
@@ -163,7 +176,11 @@ def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
     written = func._schema.arguments[0].alias_info
     if not isinstance(target, _Tracked) or written is None or not written.is_write or rule not in (
             "pointwise", "move", "sum"):
-        raise Unsupported(func)
+        if not _SURVEY or not isinstance(target, _Tracked):
+            raise Unsupported(func)
+        _missing(func, None)
+        func(*values, **vkwargs)
+        return target
     out = func(*((values[0].clone(),) + tuple(values[1:])), **vkwargs)  # on a copy: the inputs stay as they were
     if rule == "move":  # the same op on the target's magnitude, in place
         apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1])

@@ -192,7 +192,28 @@ class Declaration:
         no input has cannot be declared), and the OpInfo supports autograd in every declared dtype."""
         op = self.op
         return bool(self.output is not None and set(self.output) <= set(self.dim_max) and op.supports_autograd
-                    and all(getattr(torch, d) in op.supported_backward_dtypes("cpu") for d in self.dtypes))
+                    and all(getattr(torch, d) in op.supported_backward_dtypes("cpu") for d in self.dtypes)
+                    and self.differentiable(torch))
+
+    def differentiable(self, torch) -> tuple:
+        """The inputs autograd differentiates the op with respect to (a batch norm's running statistics
+        and a loss's target are not)."""
+        if not hasattr(self, "_differentiable"):
+            generator = torch.Generator().manual_seed(2)
+            dims = {s: (1 if m == 1 else min(m, 5 + 3 * k)) for k, (s, m) in enumerate(sorted(self.dim_max.items()))}
+            xs = self._draw(dims, torch.float64, torch, generator)
+            names = []
+            for i, name in enumerate(self.names):
+                try:
+                    with torch.enable_grad(), warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        outs = self.call([t.clone().requires_grad_(j == i) for j, t in enumerate(xs)], torch)
+                except RuntimeError:
+                    continue
+                if any(o.requires_grad for o in outs):
+                    names.append(name)
+            self._differentiable = tuple(names)
+        return self._differentiable
 
     def backward_outputs(self):
         """Every output carries a gradient, each with its own shape; where one's cannot be declared, the first."""
@@ -215,13 +236,13 @@ class Declaration:
         grads, gos = (), None
         if self.has_backward(torch):
             with torch.enable_grad():
-                leaves = {n: t.clone().requires_grad_(True) for n, t in xs.items()}
+                leaves = {n: t.clone().requires_grad_(n in self.differentiable(torch)) for n, t in xs.items()}
                 outs = self.call([leaves[n] for n in self.names], torch)
             wanted = self.backward_outputs()
             positions = range(len(outs)) if wanted is None else list(wanted)
             gos = {p: torch.randn(outs[p].shape, generator=generator, dtype=torch.float64)
                    for p in positions if outs[p].requires_grad}
-            grads = tuple(self.names) if gos else ()
+            grads = self.differentiable(torch) if gos else ()
         return survey(oracle, xs, {}, grads, gos)
 
     def register(self, torch):
@@ -242,7 +263,9 @@ class Declaration:
         backward = None
         if self.has_backward(torch):
             from triton_conformance import Backward
-            backward = Backward(output=self.output, outputs=self.backward_outputs())
+            grads = self.differentiable(torch)
+            backward = Backward(output=self.output, outputs=self.backward_outputs(),
+                                grads=() if grads == tuple(self.names) else grads)
 
         def launcher(**tensors):
             out = self.call([tensors[n] for n in self.names], torch)
@@ -252,8 +275,8 @@ class Declaration:
             out = self.call([tensors[n] for n in self.names], torch)
             return out[0] if len(out) == 1 else out
 
-        launcher.__name__ = oracle.__name__ = subject_name(op)
-        return register(launcher, name=subject_name(op), family="opdb", inputs=inputs, dims=dims, oracle=oracle,
+        launcher.__name__ = oracle.__name__ = subject_name(self.op)
+        return register(launcher, name=subject_name(self.op), family="opdb", inputs=inputs, dims=dims, oracle=oracle,
                         backward=backward, module=__name__)
 
 

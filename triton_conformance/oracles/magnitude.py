@@ -56,15 +56,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from triton_conformance.oracles.magnitude_rules import (
     apply,
     is_float,
+    op_name,
     quietly_import_decompositions,
     rule_of,
     unit_roundoff,
 )
+from triton_conformance.oracles.magnitude_decompositions import own_decomposition
 from triton_conformance.oracles.rounding import HELD_AS as _HELD_AS
 
 __all__ = ["FP32_UNIT", "Unavailable", "gradient_magnitudes", "import_before_shims", "output_magnitudes"]
@@ -155,7 +157,9 @@ def _dispatch(func, args: tuple, kwargs: dict):
     if rule is None:
         decomposition = _decomposition(func)
         if decomposition is not None:
-            return decomposition(*args, **kwargs)
+            out = decomposition(*args, **kwargs)
+            if out is not NotImplemented:  # torch's decompositions decline some arguments
+                return _shaped_as(func, values, vkwargs, out)
         out = func(*values, **vkwargs)
         if any(is_float(o) for o in tree_flatten(out)[0]):
             return _missing(func, out)
@@ -169,10 +173,38 @@ def _dispatch(func, args: tuple, kwargs: dict):
     return _wrap(out, apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1]))
 
 
+def _shaped_as(func, values, vkwargs, out):
+    """A decomposition's result in the op's own shapes (one of torch's gives quantile of a whole tensor
+    the shape ``[1]``, not ``[]``): reshaped where the sizes agree, given up on where they do not."""
+    try:
+        meta = func(*tree_map(lambda v: v.to("meta") if isinstance(v, torch.Tensor) else v, values), **vkwargs)
+    except Exception:  # noqa: BLE001 - no meta kernel (a shape that depends on the values): as it is
+        return out
+    got, spec = tree_flatten(out)
+    want, _ = tree_flatten(meta)
+    if len(got) != len(want):
+        raise Unsupported(f"{func} (its decomposition gives {len(got)} results, the op {len(want)})")
+    fixed = []
+    for g, w in zip(got, want):
+        if isinstance(g, torch.Tensor) and isinstance(w, torch.Tensor) and g.shape != w.shape:
+            if g.numel() != w.numel():
+                raise Unsupported(f"{func} (its decomposition gives shape {list(g.shape)}, the op {list(w.shape)})")
+            g = g.reshape(w.shape)
+        fixed.append(g)
+    return tree_unflatten(fixed, spec)
+
+
+# In-place ops that change their target's shape or strides (quantile squeezes its result in place).
+_RESHAPED_IN_PLACE = {"squeeze", "unsqueeze", "transpose", "t", "swapdims", "swapaxes", "as_strided", "resize",
+                      "resize_as", "set"}
+
+
 def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
     """An op that writes into its first argument: the target's value and magnitude change in place
     (so views of it see both)."""
     target = args[0]
+    if op_name(func) in _RESHAPED_IN_PLACE:  # a wrapper tensor's sizes are fixed: its shape would not follow
+        _missing(func, None)
     written = func._schema.arguments[0].alias_info
     if not isinstance(target, _Tracked) or written is None or not written.is_write or rule not in (
             "pointwise", "move", "sum"):
@@ -193,41 +225,11 @@ def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
 # -- decompositions ------------------------------------------------------------------
 
 
-def _variance(x, dims, correction, keepdim):
-    """The two-pass variance, through ops with rules (torch's own decomposition uses a prim)."""
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        dims = list(range(x.dim()))
-    dims = [dims] if isinstance(dims, int) else list(dims)
-    count = 1
-    for d in dims:
-        count *= x.shape[d]
-    correction = 1 if correction is None else correction
-    d = x - x.mean(dims, keepdim=True)
-    return (d * d).sum(dims, keepdim=keepdim) / max(count - correction, 0)
-
-
-def _var_mean(x, dim=None, *, correction=None, keepdim=False):
-    dims = list(range(x.dim())) if not dim else dim
-    return _variance(x, dim, correction, keepdim), x.mean(dims, keepdim=keepdim)
-
-
-_OWN = {
-    aten.var.correction: lambda x, dim=None, *, correction=None, keepdim=False: _variance(x, dim, correction,
-                                                                                          keepdim),
-    aten.std.correction: lambda x, dim=None, *, correction=None, keepdim=False: _variance(
-        x, dim, correction, keepdim).sqrt(),
-    aten.var_mean.correction: _var_mean,
-    aten.std_mean.correction: lambda x, dim=None, *, correction=None, keepdim=False: (lambda vm: (
-        vm[0].sqrt(), vm[1]))(_var_mean(x, dim, correction=correction, keepdim=keepdim)),
-}
-
-
 def _decomposition(func) -> Callable[..., Any] | None:
     """How to run ``func`` as ops with rules: ours, its CompositeImplicitAutograd kernel, or torch's."""
-    if func in _OWN:
-        return _OWN[func]
-    if str(func) == "prims.var.default":
-        return lambda x, dims, correction=1, *, output_dtype=None: _variance(x, dims, correction, False)
+    own = own_decomposition(func)
+    if own is not None:
+        return own
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
         return func.decompose
     quietly_import_decompositions()

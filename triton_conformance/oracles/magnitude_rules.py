@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["LIBRARY_ULPS", "apply", "is_float", "rule_of", "unit_roundoff"]
+__all__ = ["LIBRARY_ULPS", "apply", "is_float", "op_name", "rule_of", "unit_roundoff"]
 
 aten = torch.ops.aten
 
@@ -35,13 +35,17 @@ _MOVES = {
     "alias_copy", "split_copy", "index", "_unsafe_index", "index_select", "gather", "take_along_dim", "cat", "stack",
     "flip", "roll", "repeat", "repeat_interleave", "constant_pad_nd", "tril", "triu", "masked_fill",
     "masked_scatter", "index_put", "index_copy", "scatter", "slice_scatter", "select_scatter", "diagonal_scatter",
-    "fill", "zero", "pixel_shuffle",
+    "fill", "zero", "pixel_shuffle", "masked_select",
 }
 # Views by size: a magnitude need not have its value's strides (the value may be a view where the
 # magnitude was computed afresh), so it is reshaped where the value was viewed.
 _VIEWS_BY_SIZE = {"view", "_unsafe_view", "view_copy"}
 # Sums: each output adds several terms, rounding as it goes.
 _SUMS = {"sum", "mean", "nansum", "cumsum", "scatter_add", "index_add"}
+# Sums over windows (a pooling's average, the gradient a max pooling routes back to the input): each output
+# adds at most the terms of the windows that cover it.
+_WINDOW_SUMS = {"avg_pool2d", "avg_pool3d", "avg_pool2d_backward", "avg_pool3d_backward",
+                "adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward"}
 # Constants made from a tracked tensor's shape: exact.
 _CONSTANTS = {"zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
               "new_empty", "new_empty_strided", "empty_strided", "rand_like", "randn_like", "randint_like",
@@ -63,6 +67,11 @@ LIBRARY_ULPS = 4.0
 _AFFINE = {"add", "sub", "rsub", "neg", "where", "masked_fill", "fill"}
 _SELECTIONS = {"amax", "amin", "max", "min"}
 _SORTS = {"sort", "topk"}
+# Selections that return (values, indices along a dim): the magnitudes gathered with the indices.
+_INDEXED = {"cummax", "cummin", "kthvalue", "median", "nanmedian", "mode"}
+# Max poolings: (values, indices into the flattened trailing 2 or 3 dims).
+_POOLED = {"adaptive_max_pool2d": 2, "adaptive_max_pool3d": 3, "max_pool2d_with_indices": 2,
+           "max_pool3d_with_indices": 3}
 _BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "convolution"}
 
 
@@ -93,6 +102,9 @@ def _name(func) -> str:
     return base[:-1] if base.endswith("_") and not base.endswith("__") else base
 
 
+op_name = _name
+
+
 def rule_of(func) -> str | None:
     """The rule for ``func``, or None (decompose it, or give up)."""
     base = _name(func)
@@ -102,8 +114,10 @@ def rule_of(func) -> str | None:
         return None
     if torch.Tag.pointwise in func.tags:
         return "pointwise"
-    for rule, names in (("sum", _SUMS), ("constant", _CONSTANTS), ("selection", _SELECTIONS), ("sort", _SORTS),
-                        ("bilinear", _BILINEAR)):
+    if base == "as_strided":
+        return "strided"
+    for rule, names in (("sum", _SUMS | _WINDOW_SUMS), ("constant", _CONSTANTS), ("selection", _SELECTIONS),
+                        ("sort", _SORTS), ("indexed", _INDEXED), ("pooled", _POOLED), ("bilinear", _BILINEAR)):
         if base in names:
             return rule
     return None
@@ -124,6 +138,12 @@ def apply(rule: str, func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: d
         return _selection(func, values, vkwargs, mags[0], out)
     if rule == "sort":
         return _sorted(func, values, vkwargs, mags[0], out)
+    if rule == "indexed":
+        return _indexed(func, values, vkwargs, _wide(mags[0]), out)
+    if rule == "pooled":
+        return _pooled(func, _wide(mags[0]), out)
+    if rule == "strided":
+        return _strided(values, vkwargs, mags[0])
     return _bilinear(func, values, vkwargs, mags, out, unit)
 
 
@@ -190,10 +210,28 @@ def _summed(func, values, vkwargs, mags, mkwargs, out, unit):
         n = values[0].shape[dim] if values[0].dim() else 1
     elif name in ("scatter_add", "index_add"):
         n = max(values[-1].numel() // max(out.numel(), 1), 1) + 1
+    elif name in _WINDOW_SUMS:
+        n = _window_terms(name, values)
     else:
         n = max(values[0].numel() // max(out.numel(), 1), 1)
     terms = _moved(func, tree_map(_wide, _abs(values)), vkwargs)
     return _moved(func, mags, mkwargs) + math.sqrt(n) * _rounds_at(out, unit) * terms
+
+
+def _window_terms(name: str, values: tuple) -> int:
+    """How many terms one output of a window sum adds: an average pooling's window (its kernel's size);
+    for a max pooling's backward, the windows that may pick one input (the outputs per input, rounded
+    up, times 2 a dim for windows that overlap)."""
+    if name.startswith("adaptive_max_pool"):
+        spatial = 2 if "2d" in name else 3
+        per_input = -(-values[0].numel() // max(values[1].numel(), 1))
+        return max(per_input, 1) * 2**spatial
+    kernel = values[2] if name.endswith("_backward") else values[1]
+    kernel = [kernel] if isinstance(kernel, int) else list(kernel)
+    spatial = 2 if "2d" in name else 3
+    if len(kernel) == 1:
+        kernel = kernel * spatial
+    return max(math.prod(kernel), 1)
 
 
 _JVP_THREAD: list = []
@@ -328,6 +366,51 @@ def _sorted(func, values, vkwargs, mag, out):
     else:
         dim = values[1] if len(values) > 1 and isinstance(values[1], int) else vkwargs.get("dim", -1)
     return (torch.gather(mag, dim, indices),) + tuple(out[1:])
+
+
+def _indexed(func, values, vkwargs, mag, out):
+    """A median, mode, k-th value or running max/min: the magnitude of the element it picked (gathered
+    with its indices; over a whole tensor, the largest among the elements equal to the value)."""
+    x = values[0]
+    if not isinstance(out, (tuple, list)):  # median or nanmedian of everything
+        return torch.where(x == out, mag, torch.zeros_like(mag)).max() if x.numel() else torch.zeros_like(out)
+    if x.dim() == 0:
+        return (mag.clone(),) + tuple(out[1:])
+    name = _name(func)
+
+    def arg(i, key, default):
+        return values[i] if len(values) > i else vkwargs.get(key, default)
+
+    if name == "kthvalue":
+        dim, keepdim = arg(2, "dim", -1), bool(arg(3, "keepdim", False))
+    elif name in ("cummax", "cummin"):
+        dim, keepdim = arg(1, "dim", 0), True
+    else:
+        dim, keepdim = arg(1, "dim", -1), bool(arg(2, "keepdim", False))
+    indices = out[1] if keepdim else out[1].unsqueeze(dim)
+    picked = torch.gather(mag, dim, indices)
+    return (picked if keepdim else picked.squeeze(dim),) + tuple(out[1:])
+
+
+def _pooled(func, mag, out):
+    """A max pooling: the magnitudes gathered with its indices into the flattened trailing dims."""
+    spatial = _POOLED[_name(func)]
+    picked, indices = out[0], out[1]
+    gathered = mag.flatten(-spatial).gather(-1, indices.flatten(-spatial))
+    return (gathered.reshape(picked.shape),) + tuple(out[1:])
+
+
+def _strided(values, vkwargs, mag):
+    """``as_strided``: a view of the storage, so the magnitudes are laid out in the storage as the
+    values are (an element outside the tracked view carries its own size) and viewed the same way."""
+    x = values[0]
+    n = x.untyped_storage().nbytes() // x.element_size()
+    flat = x.as_strided((n,), (1,), 0).abs().to(torch.float64)
+    at = torch.arange(n, device=x.device)
+    flat[at.as_strided(x.shape, x.stride(), x.storage_offset()).reshape(-1)] = mag.to(torch.float64).reshape(-1)
+    size, stride = values[1], values[2]
+    offset = values[3] if len(values) > 3 else vkwargs.get("storage_offset")
+    return flat[at.as_strided(size, stride, x.storage_offset() if offset is None else offset)]
 
 
 def quietly_import_decompositions() -> None:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from triton_conformance.oracles.magnitude_rules import (
     apply,
@@ -159,7 +159,7 @@ def _dispatch(func, args: tuple, kwargs: dict):
         if decomposition is not None:
             out = decomposition(*args, **kwargs)
             if out is not NotImplemented:  # torch's decompositions decline some arguments
-                return _shaped_as(func, values, vkwargs, out)
+                return out
         out = func(*values, **vkwargs)
         if any(is_float(o) for o in tree_flatten(out)[0]):
             return _missing(func, out)
@@ -171,27 +171,6 @@ def _dispatch(func, args: tuple, kwargs: dict):
     if not any(is_float(o) for o in tree_flatten(out)[0]):
         return out
     return _wrap(out, apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1]))
-
-
-def _shaped_as(func, values, vkwargs, out):
-    """A decomposition's result in the op's own shapes (one of torch's gives quantile of a whole tensor
-    the shape ``[1]``, not ``[]``): reshaped where the sizes agree, given up on where they do not."""
-    try:
-        meta = func(*tree_map(lambda v: v.to("meta") if isinstance(v, torch.Tensor) else v, values), **vkwargs)
-    except Exception:  # noqa: BLE001 - no meta kernel (a shape that depends on the values): as it is
-        return out
-    got, spec = tree_flatten(out)
-    want, _ = tree_flatten(meta)
-    if len(got) != len(want):
-        raise Unsupported(f"{func} (its decomposition gives {len(got)} results, the op {len(want)})")
-    fixed = []
-    for g, w in zip(got, want):
-        if isinstance(g, torch.Tensor) and isinstance(w, torch.Tensor) and g.shape != w.shape:
-            if g.numel() != w.numel():
-                raise Unsupported(f"{func} (its decomposition gives shape {list(g.shape)}, the op {list(w.shape)})")
-            g = g.reshape(w.shape)
-        fixed.append(g)
-    return tree_unflatten(fixed, spec)
 
 
 # In-place ops that change their target's shape or strides (quantile squeezes its result in place).

@@ -45,10 +45,9 @@ def _product(x, dims, keepdim=False):
     t = x.permute(kept + dims).reshape([x.shape[d] for d in kept] + [-1])
     if t.shape[-1] == 0:
         t = torch.ones_like(t[..., :1].expand(*t.shape[:-1], 1))
-    while t.shape[-1] > 1:
-        if t.shape[-1] % 2:
-            t = torch.cat([t, torch.ones_like(t[..., :1])], -1)
-        t = t[..., 0::2] * t[..., 1::2]
+    while t.shape[-1] > 1:  # an odd one out is carried to the next level as it is
+        pairs = t[..., 0:t.shape[-1] - 1:2] * t[..., 1::2]
+        t = torch.cat([pairs, t[..., -1:]], -1) if t.shape[-1] % 2 else pairs
     t = t.squeeze(-1)
     if keepdim:
         for d in dims:

@@ -5,7 +5,8 @@
 - the rules added for op_db's float ops give the magnitudes their definitions say: products
   (a pairwise tree), picked elements (medians, running maxima, max poolings), ``as_strided`` views of
   the storage, window sums (average pooling), ``_trilinear`` (``F.bilinear``);
-- an in-place reshape inside a composite op (quantile's ``squeeze_``) is named, not mis-shaped.
+- an in-place reshape inside a composite op (quantile's ``squeeze_``) reshapes the magnitudes with the
+  values; one that sets strides (``as_strided_``) is named.
 """
 
 from __future__ import annotations
@@ -82,10 +83,18 @@ def test_a_gradient_without_a_rule_is_unavailable_and_named():
     assert got == Unavailable("no magnitude rule for aten.logcumsumexp.default")
 
 
-def test_an_in_place_reshape_is_named_not_mis_shaped():
+def test_an_in_place_reshape_reshapes_value_magnitude_and_wrapper():
     x = torch.randn(3, 8, dtype=torch.float64)
-    got = output_magnitudes(lambda x: torch.quantile(x, 0.5), {"x": x}, {})
-    assert got == Unavailable("no magnitude rule for aten.squeeze_.dim")
+    (whole,) = magnitudes(lambda x: torch.quantile(x, 0.5), x=x)  # quantile squeezes its result in place
+    assert whole.shape == () and float(whole) >= abs(float(torch.quantile(x, 0.5)))
+    (rows,) = magnitudes(lambda x: (x * 1).unsqueeze_(0).transpose_(0, 1), x=x)
+    assert rows.shape == (3, 1, 8) and torch.allclose(rows[:, 0], 2 * x.abs(), rtol=1e-12)
+
+
+def test_an_in_place_restride_is_named():
+    x = torch.randn(3, 8, dtype=torch.float64)
+    got = output_magnitudes(lambda x: (x * 1).as_strided_((4,), (2,)), {"x": x}, {})
+    assert got == Unavailable("no magnitude rule for aten.as_strided_.default")
 
 
 def test_a_declined_decomposition_is_named(monkeypatch):

@@ -173,17 +173,29 @@ def _dispatch(func, args: tuple, kwargs: dict):
     return _wrap(out, apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1]))
 
 
-# In-place ops that change their target's shape or strides (quantile squeezes its result in place).
-_RESHAPED_IN_PLACE = {"squeeze", "unsqueeze", "transpose", "t", "swapdims", "swapaxes", "as_strided", "resize",
-                      "resize_as", "set"}
+# In-place ops that change their target's shape by dims (quantile squeezes its result in place): done to
+# the value, to the magnitude and to the wrapper's own sizes.  Those that set strides or storage directly
+# (as_strided_, resize_, set_) have no rule: a magnitude need not be laid out as its value.
+_RESHAPED_IN_PLACE = {"squeeze", "unsqueeze", "transpose", "t", "swapdims", "swapaxes"}
+_RESTRIDED_IN_PLACE = {"as_strided", "resize", "resize_as", "set"}
+
+
+def _reshaped_in_place(func, target, values, vkwargs):
+    func(*values, **vkwargs)
+    func(target.magnitude, *values[1:], **vkwargs)
+    with torch._C._DisableTorchDispatch():  # the wrapper's sizes and strides only: it holds no data
+        func(target, *values[1:], **vkwargs)
+    return target
 
 
 def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
     """An op that writes into its first argument: the target's value and magnitude change in place
     (so views of it see both)."""
     target = args[0]
-    if op_name(func) in _RESHAPED_IN_PLACE:  # a wrapper tensor's sizes are fixed: its shape would not follow
+    if op_name(func) in _RESTRIDED_IN_PLACE:
         _missing(func, None)
+    if op_name(func) in _RESHAPED_IN_PLACE and isinstance(target, _Tracked):
+        return _reshaped_in_place(func, target, values, vkwargs)
     written = func._schema.arguments[0].alias_info
     if not isinstance(target, _Tracked) or written is None or not written.is_write or rule not in (
             "pointwise", "move", "sum"):

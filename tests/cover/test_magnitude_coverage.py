@@ -90,6 +90,15 @@ def test_an_in_place_reshape_reshapes_value_magnitude_and_wrapper():
     (rows,) = magnitudes(lambda x: (x * 1).unsqueeze_(0).transpose_(0, 1), x=x)
     assert rows.shape == (3, 1, 8) and torch.allclose(rows[:, 0], 2 * x.abs(), rtol=1e-12)
 
+    def flat(x):  # reads the shape the wrapper has after the in-place reshape
+        y = (x * 1).unsqueeze_(0)
+        return y.reshape(y.shape[0], -1)
+
+    assert magnitudes(flat, x=x)[0].shape == (1, 24)
+    got = gradient_magnitudes(lambda x: torch.quantile(x, 0.5), {"x": x}, {}, ("x",),
+                              torch.tensor(1.0, dtype=torch.float64))
+    assert not isinstance(got, Unavailable) and got[0].shape == (3, 8) and bool((got[0] > 0).any())
+
 
 def test_an_in_place_restride_is_named():
     x = torch.randn(3, 8, dtype=torch.float64)

@@ -175,9 +175,8 @@ def _dispatch(func, args: tuple, kwargs: dict):
 
 # In-place ops that change their target's shape by dims (quantile squeezes its result in place): done to
 # the value, to the magnitude and to the wrapper's own sizes.  Those that set strides or storage directly
-# (as_strided_, resize_, set_) have no rule: a magnitude need not be laid out as its value.
+# (as_strided_, resize_, set_) have no rule (a magnitude need not be laid out as its value): named.
 _RESHAPED_IN_PLACE = {"squeeze", "unsqueeze", "transpose", "t", "swapdims", "swapaxes"}
-_RESTRIDED_IN_PLACE = {"as_strided", "resize", "resize_as", "set"}
 
 
 def _reshaped_in_place(func, target, values, vkwargs):
@@ -192,8 +191,6 @@ def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
     """An op that writes into its first argument: the target's value and magnitude change in place
     (so views of it see both)."""
     target = args[0]
-    if op_name(func) in _RESTRIDED_IN_PLACE:
-        _missing(func, None)
     if op_name(func) in _RESHAPED_IN_PLACE and isinstance(target, _Tracked):
         return _reshaped_in_place(func, target, values, vkwargs)
     written = func._schema.arguments[0].alias_info

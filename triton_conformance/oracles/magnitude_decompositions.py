@@ -87,14 +87,12 @@ OWN: dict[Any, Callable[..., Any]] = {
     aten.var_mean.correction: _var_mean,
     aten.std_mean.correction: lambda x, dim=None, *, correction=None, keepdim=False: (lambda vm: (
         vm[0].sqrt(), vm[1]))(_var_mean(x, dim, correction=correction, keepdim=keepdim)),
-    aten.prod.default: lambda x, *, dtype=None: _product(x, None),
-    aten.prod.dim_int: lambda x, dim, keepdim=False, *, dtype=None: _product(x, dim, keepdim),
     aten.addbmm.default: _addbmm,
     aten.hardshrink_backward.default: _shrink_backward,
     aten.softshrink_backward.default: _shrink_backward,
     aten._trilinear.default: _trilinear,
 }
-# Prims, by name (torch.ops.prims loads with torch._refs).
+# Prims, by name (torch.ops.prims loads with torch._refs); torch decomposes prod and cumprod into prims.prod.
 _PRIMS: dict[str, Callable[..., Any]] = {
     "prims.var.default": lambda x, dims, correction=1, *, output_dtype=None: _variance(x, dims, correction, False),
     "prims.prod.default": lambda x, dims, *, output_dtype=None: _product(x, dims),

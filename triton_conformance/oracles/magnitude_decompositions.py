@@ -87,6 +87,9 @@ OWN: dict[Any, Callable[..., Any]] = {
     aten.var_mean.correction: _var_mean,
     aten.std_mean.correction: lambda x, dim=None, *, correction=None, keepdim=False: (lambda vm: (
         vm[0].sqrt(), vm[1]))(_var_mean(x, dim, correction=correction, keepdim=keepdim)),
+    # torch's decomposition of a product with keepdim reaches prims.broadcast_in_dim: ours keeps the dims
+    aten.prod.default: lambda x, *, dtype=None: _product(x, None),
+    aten.prod.dim_int: lambda x, dim, keepdim=False, *, dtype=None: _product(x, dim, keepdim),
     aten.addbmm.default: _addbmm,
     aten.hardshrink_backward.default: _shrink_backward,
     aten.softshrink_backward.default: _shrink_backward,

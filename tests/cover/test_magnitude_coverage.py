@@ -189,3 +189,13 @@ def test_a_shrink_backward_passes_the_gradient_where_the_input_is_outside_lambda
     assert not isinstance(got, Unavailable), got
     # where the input is outside [-lambda, lambda]: |g| and the where's own rounding (1 unit); 0 inside
     assert torch.equal(got[0], torch.tensor([4.0, 0.0, 0.0, 4.0, 4.0], dtype=torch.float64))
+
+
+def test_a_distinct_value_carries_the_largest_magnitude_of_the_elements_equal_to_it():
+    x = torch.tensor([3.0, 1.0, 3.0, 2.0, 1.0], dtype=torch.float64)
+    c = torch.tensor([1.0, 2.0, 1.0, 1.0, 2.0], dtype=torch.float64)
+    # x * c = [3, 2, 3, 2, 2]: each product's magnitude |c| |x| + |x c| = 2 |x c|, 3's and 2's alike
+    (m,) = magnitudes(lambda x: torch.unique(x * c), x=x)
+    assert torch.equal(m, torch.tensor([4.0, 6.0], dtype=torch.float64))
+    (rows,) = magnitudes(lambda x: torch.unique(x[[0, 3, 1, 0]].reshape(4, 1).expand(4, 2) * 1, dim=0), x=x)
+    assert torch.equal(rows, torch.tensor([[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]], dtype=torch.float64))

@@ -19,7 +19,9 @@ _INDEXED = {"cummax", "cummin", "kthvalue", "median", "nanmedian", "mode"}
 # Max poolings: (values, indices into the flattened trailing 2 or 3 dims).
 _POOLED = {"adaptive_max_pool2d": 2, "adaptive_max_pool3d": 3, "max_pool2d_with_indices": 2,
            "max_pool3d_with_indices": 3}
-RULES = {"selection": _SELECTIONS, "sort": _SORTS, "indexed": _INDEXED, "pooled": _POOLED}
+# Distinct values (sorted): each is every element equal to it.
+_DISTINCT = {"_unique2", "unique_dim"}
+RULES = {"selection": _SELECTIONS, "sort": _SORTS, "indexed": _INDEXED, "pooled": _POOLED, "distinct": _DISTINCT}
 
 
 def apply(rule: str, name: str, values: tuple, vkwargs: dict, mag: torch.Tensor, out: Any) -> Any:
@@ -100,4 +102,26 @@ def _strided(name, values, vkwargs, mag, out):
     return flat[at.as_strided(size, stride, x.storage_offset() if offset is None else offset)]
 
 
-_BY_RULE = {"selection": _selection, "sort": _sorted, "indexed": _indexed, "pooled": _pooled, "strided": _strided}
+def _distinct(name, values, vkwargs, mag, out):
+    """``torch.unique`` (sorted): each distinct value carries the largest magnitude among the elements equal
+    to it (NaNs, each distinct, carry none: they are compared exactly)."""
+    x, picked = values[0], out[0]
+    if name == "unique_dim" or x.numel() == 0:
+        dim = values[1] if len(values) > 1 else vkwargs["dim"]
+        if x.numel() == 0:
+            return (torch.zeros_like(picked, dtype=mag.dtype),) + tuple(out[1:])
+        # whole slices along dim: the slice equal to each distinct one, elementwise the largest
+        slices = x.movedim(dim, 0).reshape(x.shape[dim], -1)
+        found = picked.movedim(dim, 0).reshape(picked.shape[dim], -1)
+        same = (slices[None] == found[:, None]).all(-1)  # [distinct, slice]
+        m = mag.movedim(dim, 0).reshape(x.shape[dim], -1)
+        best = torch.where(same[..., None], m[None], torch.zeros_like(m[None])).amax(1)
+        return (best.reshape(picked.movedim(dim, 0).shape).movedim(0, dim),) + tuple(out[1:])
+    where = torch.searchsorted(picked, x.reshape(-1)).clamp_max(max(picked.numel() - 1, 0))
+    hit = picked[where] == x.reshape(-1)
+    best = torch.zeros(picked.shape, dtype=mag.dtype, device=mag.device)
+    best = best.scatter_reduce(0, where[hit], mag.reshape(-1)[hit], "amax")
+    return (best,) + tuple(out[1:])
+
+
+_BY_RULE = {"selection": _selection, "distinct": _distinct, "sort": _sorted, "indexed": _indexed, "pooled": _pooled, "strided": _strided}

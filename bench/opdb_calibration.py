@@ -3,6 +3,8 @@
     python bench/opdb_calibration.py --list                       # which ops are declared, and why others are not
     python bench/opdb_calibration.py --seeds 1                    # every declared op, one fresh nightly seed
     python bench/opdb_calibration.py --minutes 50 --shard 1/2     # as many seeds as fit, half the ops
+    python bench/opdb_calibration.py --minutes 30 --skip 120      # the ops a stopped run did not reach
+    python bench/opdb_calibration.py --coverage                   # the aten ops without a magnitude rule, per op
     python bench/opdb_calibration.py --seed 123 --ops sinc --cells values:
 
 ``tests/calibration/`` declares a few torch ops by hand.  A tolerance is right
@@ -337,6 +339,8 @@ def main() -> int:
     parser.add_argument("--ops", default="", help="comma-separated op names (name or name.variant)")
     parser.add_argument("--cells", default="", help="comma-separated prefixes of cell names (e.g. grad:,values:)")
     parser.add_argument("--shard", default="1/1", help="K/N: every N-th declared op from the K-th")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="leave out the first N declared ops (resume a run that --minutes stopped)")
     args = parser.parse_args()
     try:
         k, n = (int(v) for v in args.shard.split("/"))
@@ -347,7 +351,9 @@ def main() -> int:
     import torch
 
     decls = list(declarations(args.device, [w for w in args.ops.split(",") if w]))
-    declared = [d for d in decls if d.skip is None][k - 1::n]
+    if args.skip < 0:
+        parser.error(f"--skip={args.skip}: expected a count of ops, 0 or more")
+    declared = [d for d in decls if d.skip is None][args.skip:][k - 1::n]
     skipped = collections.Counter(d.skip.split(" (")[0] for d in decls if d.skip is not None)
     print(f"{len(decls)} float ops of op_db considered, {len([d for d in decls if d.skip is None])} declared "
           f"(this shard: {len(declared)}); left out: " + ", ".join(f"{r} {c}" for r, c in skipped.most_common()))
@@ -371,7 +377,7 @@ def main() -> int:
     backend = current_backend("cuda") if args.device == "cuda" else Backend(name="interpreter")
     seeds = list(args.seed) or [random.SystemRandom().randrange(2**32) for _ in range(args.seeds)]
     start = time.perf_counter()
-    cells, failures, verdicts, stopped = 0, [], collections.Counter(), False
+    cells, failures, verdicts, stopped, last = 0, [], collections.Counter(), False, subjects[0][0].label
     ops_run = set()
     for seed in seeds:
         config = run_config(profile=args.profile, seed=seed, device="cuda" if args.device == "cuda" else "interpreter")
@@ -388,6 +394,7 @@ def main() -> int:
                     result = run_cell(subj, cell, backend=backend, config=config)
                 cells += 1
                 ops_run.add(decl.label)
+                last = decl.label
                 if result.outcome in PASSING:
                     continue
                 precision = (result.details or {}).get("precision")
@@ -402,7 +409,9 @@ def main() -> int:
                 break
         print(f"seed {seed:10d}: {failed_here} failing cells, {time.perf_counter() - t0:.0f} s", flush=True)
         if stopped:
-            print(f"  (stopped at --minutes {args.minutes})")
+            at = next(i for i, (d, _) in enumerate(subjects) if d.label == last)
+            resume = f"--skip {args.skip + at}" if n == 1 else f"--skip {args.skip + k - 1 + at * n} (unsharded)"
+            print(f"  (stopped at --minutes {args.minutes} in op {last}; the ops from it on: {resume})")
             break
     unexplained = sum(1 for *_, p in failures if not _explained(p))
     print(f"\n{len(ops_run)} operations, {cells} cells, {len(failures)} failing, {unexplained} not explained by a "

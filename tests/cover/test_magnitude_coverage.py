@@ -199,3 +199,19 @@ def test_a_distinct_value_carries_the_largest_magnitude_of_the_elements_equal_to
     assert torch.equal(m, torch.tensor([4.0, 6.0], dtype=torch.float64))
     (rows,) = magnitudes(lambda x: torch.unique(x[[0, 3, 1, 0]].reshape(4, 1).expand(4, 2) * 1, dim=0), x=x)
     assert torch.equal(rows, torch.tensor([[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]], dtype=torch.float64))
+
+
+def test_a_rounded_quotient_near_a_step_allows_one_step_and_nowhere_else():
+    # fp16's trunc(a / b) is 21 where float64's is 20 when a / b = 20.999 rounds to 21 in fp16
+    a = torch.tensor([20.999, 20.5, -3.0001], dtype=torch.float64)
+    b = torch.ones(3, dtype=torch.float64)
+    fp16 = 2.0**-11
+    for mode in ("trunc", "floor"):
+        got = output_magnitudes(lambda a, b, mode=mode: torch.div(a, b, rounding_mode=mode), {"a": a, "b": b}, {},
+                                fp16)
+        assert not isinstance(got, Unavailable), got
+        allowance = 8 * fp16 * got[0]  # the judge's C * u * m
+        assert float(allowance[0]) >= 1.0 and float(allowance[2]) >= 1.0  # a step within reach
+        assert float(allowance[1]) < 0.5  # 20.5: no step within reach of fp16's roundings
+    fp32 = output_magnitudes(lambda a, b: torch.div(a, b, rounding_mode="trunc"), {"a": a, "b": b}, {})[0]
+    assert float(8 * 2.0**-24 * fp32[0]) < 0.5  # at fp32, 20.999 is far from a step

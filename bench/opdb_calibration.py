@@ -403,6 +403,7 @@ def main() -> int:
                 failures.append((seed, decl.label, cell, result, precision))
                 print(f"  {decl.label}[{cell}] {result.outcome} ({result.finding}): {result.message[:300]}",
                       flush=True)
+                print(f"    {_category(result, precision)}", flush=True)
                 print(f"    replay: python bench/opdb_calibration.py --seed {seed} --ops {decl.label} "
                       f"--cells {cell}", flush=True)
             if stopped:

@@ -215,3 +215,27 @@ def test_a_rounded_quotient_near_a_step_allows_one_step_and_nowhere_else():
         assert float(allowance[1]) < 0.5  # 20.5: no step within reach of fp16's roundings
     fp32 = output_magnitudes(lambda a, b: torch.div(a, b, rounding_mode="trunc"), {"a": a, "b": b}, {})[0]
     assert float(8 * 2.0**-24 * fp32[0]) < 0.5  # at fp32, 20.999 is far from a step
+
+
+def test_the_precision_verdict_judges_a_step_at_the_input_dtypes_roundings():
+    # torch's fp16 trunc(a / b) under the generic fp32 claim: a quotient that fp16 rounds onto the next
+    # integer is 1 off; within the bound for fp16 intermediates (the step is within their reach), not worse
+    import triton_conformance as tc
+    from tests._subjects import as_subject
+    from triton_conformance import Dim, Tensor
+    from triton_conformance.conformance.judge import Judge
+
+    contract = tc.Contract(inputs={"a": Tensor(("N",), dtypes=("float16",)), "b": Tensor(("N",), same_dtype_as="a")},
+                           dims={"N": Dim(1, 4096)}, oracle=lambda a, b: torch.div(a, b, rounding_mode="trunc"))
+    a = torch.tensor([21.296875, 10.0], dtype=torch.float16)
+    b = torch.tensor([-0.9683, 3.0], dtype=torch.float16)
+    out = torch.div(a, b, rounding_mode="trunc")
+    assert out[0] == -22  # float64: -21 (a / b = -21.995, -22.0 in fp16)
+    found = Judge(as_subject(contract)).compare({"a": a, "b": b}, {"N": 2}, {"a": "float16", "b": "float16"}, {},
+                                                (out,))
+    assert found is not None and found.details["precision"]["achieved"] == "input-dtype", found
+    off = out.clone()
+    off[1] = 4.0  # 10 / 3 is far from a step: 1 off there is worse than any fp16 computation
+    found = Judge(as_subject(contract)).compare({"a": a, "b": b}, {"N": 2}, {"a": "float16", "b": "float16"}, {},
+                                                (off,))
+    assert found is not None and found.details["precision"]["achieved"] == "worse", found

@@ -21,7 +21,8 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from triton_conformance.oracles import magnitude_selections as selections
+from triton_conformance.oracles.magnitude_selections import RULES as _PICKING
+from triton_conformance.oracles.magnitude_selections import apply as _picked
 from triton_conformance.oracles.tolerance import SAFETY_FACTOR
 
 __all__ = ["LIBRARY_ULPS", "apply", "is_float", "op_name", "rule_of", "unit_roundoff"]
@@ -113,7 +114,7 @@ def rule_of(func) -> str | None:
     if base == "as_strided":
         return "strided"
     for rule, names in (("sum", _SUMS | _WINDOW_SUMS), ("constant", _CONSTANTS), ("bilinear", _BILINEAR),
-                        *selections.RULES.items()):
+                        *_PICKING.items()):
         if base in names:
             return rule
     return None
@@ -130,8 +131,8 @@ def apply(rule: str, func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: d
         return _summed(func, values, vkwargs, mags, mkwargs, out, unit)
     if rule == "constant":
         return tree_map(lambda o: torch.zeros_like(o) if is_float(o) else o, out)
-    if rule in selections.RULES or rule == "strided":
-        return selections.apply(rule, _name(func), values, vkwargs, _wide(mags[0]), out)
+    if rule in _PICKING or rule == "strided":
+        return _picked(rule, _name(func), values, vkwargs, _wide(mags[0]), out)
     return _bilinear(func, values, vkwargs, mags, out, unit)
 
 

@@ -3,6 +3,8 @@
     python bench/opdb_calibration.py --list                       # which ops are declared, and why others are not
     python bench/opdb_calibration.py --seeds 1                    # every declared op, one fresh nightly seed
     python bench/opdb_calibration.py --minutes 50 --shard 1/2     # as many seeds as fit, half the ops
+    python bench/opdb_calibration.py --minutes 30 --skip 120      # the ops a stopped run did not reach
+    python bench/opdb_calibration.py --coverage                   # the aten ops without a magnitude rule, per op
     python bench/opdb_calibration.py --seed 123 --ops sinc --cells values:
 
 ``tests/calibration/`` declares a few torch ops by hand.  A tolerance is right
@@ -51,7 +53,36 @@ SYMBOLS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
 
 
 def op_label(op) -> str:
-    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+    variant = getattr(op, "variant_test_name", "")
+    return op.name + (f".{variant}" if variant else "")
+
+
+def _dtypes_of(op, method: str, device: str) -> set:
+    """``op.supported_dtypes(device)`` (or ``supported_backward_dtypes``), empty where an older OpInfo
+    lacks the method or fails for the device (torch 2.11 on the H200)."""
+    try:
+        return set(getattr(op, method)(device))
+    except Exception:  # noqa: BLE001 - an OpInfo of another torch version: the op is left out, with its reason
+        return set()
+
+
+def _import_op_db():
+    """torch's OpInfo database.  Its test utilities import ``expecttest``; where that is not installed
+    (a GPU host with torch alone), a stand-in with the one name they use at import time."""
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        import types
+        import unittest
+
+        stand_in = types.ModuleType("expecttest")
+        stand_in.TestCase = type("TestCase", (unittest.TestCase,), {})
+        sys.modules["expecttest"] = stand_in
+        print("expecttest is not installed: a stand-in lets torch's OpInfo database import", flush=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
 
 
 def subject_name(op) -> str:
@@ -104,8 +135,8 @@ class Declaration:
     """One op's generic declaration, or the reason it has none (``skip``)."""
 
     def __init__(self, op, torch, device: str) -> None:
-        self.op, self.label, self.skip = op, op_label(op), None
-        self.dtypes = tuple(d for d in FLOATS if getattr(torch, d) in op.supported_dtypes(device))
+        self.op, self.label, self.skip, self.device = op, op_label(op), None, device
+        self.dtypes = tuple(d for d in FLOATS if getattr(torch, d) in _dtypes_of(op, "supported_dtypes", device))
         if not self.dtypes:
             self.skip = "no float16, bfloat16 or float32 dtype"
             return
@@ -187,6 +218,66 @@ class Declaration:
         self.outputs = () if shapes_out == "varies" else shapes_out  # every output's shape, for the backward
         return None
 
+    def has_backward(self, torch) -> bool:
+        """Whether the declaration has a backward: grad_output is shaped by dims (an output dim of 1 that
+        no input has cannot be declared), and the OpInfo supports autograd in every declared dtype."""
+        op = self.op
+        backward_dtypes = _dtypes_of(op, "supported_backward_dtypes", self.device)
+        return bool(self.output is not None and set(self.output) <= set(self.dim_max)
+                    and getattr(op, "supports_autograd", False)
+                    and all(getattr(torch, d) in backward_dtypes for d in self.dtypes)
+                    and self.differentiable(torch))
+
+    def differentiable(self, torch) -> tuple:
+        """The inputs autograd differentiates the op with respect to (a batch norm's running statistics
+        and a loss's target are not)."""
+        if not hasattr(self, "_differentiable"):
+            generator = torch.Generator().manual_seed(2)
+            dims = {s: (1 if m == 1 else min(m, 5 + 3 * k)) for k, (s, m) in enumerate(sorted(self.dim_max.items()))}
+            xs = self._draw(dims, torch.float64, torch, generator)
+            names = []
+            for i, name in enumerate(self.names):
+                try:
+                    with torch.enable_grad(), warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        outs = self.call([t.clone().requires_grad_(j == i) for j, t in enumerate(xs)], torch)
+                except RuntimeError:
+                    continue
+                if any(o.requires_grad for o in outs):
+                    names.append(name)
+            self._differentiable = tuple(names)
+        return self._differentiable
+
+    def backward_outputs(self):
+        """Every output carries a gradient, each with its own shape; where one's cannot be declared, the first."""
+        shaped = all(None not in o and set(o) <= set(self.dim_max) for o in self.outputs)
+        return None if len(self.outputs) < 2 else dict(enumerate(self.outputs)) if shaped else (0,)
+
+    def coverage(self, torch):
+        """Which aten ops the op reaches, forward and backward, that the magnitude pass has no rule for
+        (:func:`triton_conformance.oracles.magnitude_coverage.survey`), at small dims in float64."""
+        from triton_conformance.oracles.magnitude_coverage import survey
+
+        generator = torch.Generator().manual_seed(1)
+        dims = {s: (1 if m == 1 else min(m, 5 + 3 * k)) for k, (s, m) in enumerate(sorted(self.dim_max.items()))}
+        xs = dict(zip(self.names, self._draw(dims, torch.float64, torch, generator)))
+
+        def oracle(**tensors):
+            out = self.call([tensors[n] for n in self.names], torch)
+            return out[0] if len(out) == 1 else out
+
+        grads, gos = (), None
+        if self.has_backward(torch):
+            with torch.enable_grad():
+                leaves = {n: t.clone().requires_grad_(n in self.differentiable(torch)) for n, t in xs.items()}
+                outs = self.call([leaves[n] for n in self.names], torch)
+            wanted = self.backward_outputs()
+            positions = range(len(outs)) if wanted is None else list(wanted)
+            gos = {p: torch.randn(outs[p].shape, generator=generator, dtype=torch.float64)
+                   for p in positions if outs[p].requires_grad}
+            grads = self.differentiable(torch) if gos else ()
+        return survey(oracle, xs, {}, grads, gos)
+
     def register(self, torch):
         from triton_conformance import Dim, Tensor, register
 
@@ -203,15 +294,11 @@ class Declaration:
             inputs[name] = Tensor(shape, layouts="any", **extra)
         dims = {s: Dim(1, m) for s, m in self.dim_max.items()}
         backward = None
-        op = self.op
-        # grad_output is shaped by dims: an output dim of 1 that no input has cannot be declared.
-        if (self.output is not None and set(self.output) <= set(dims) and op.supports_autograd
-                and all(getattr(torch, d) in op.supported_backward_dtypes("cpu") for d in self.dtypes)):
+        if self.has_backward(torch):
             from triton_conformance import Backward
-            # Every output carries a gradient, each with its own shape; where one's cannot be declared, the first.
-            shaped = all(None not in o and set(o) <= set(dims) for o in self.outputs)
-            outputs = None if len(self.outputs) < 2 else dict(enumerate(self.outputs)) if shaped else (0,)
-            backward = Backward(output=self.output, outputs=outputs)
+            grads = self.differentiable(torch)
+            backward = Backward(output=self.output, outputs=self.backward_outputs(),
+                                grads=() if grads == tuple(self.names) else grads)
 
         def launcher(**tensors):
             out = self.call([tensors[n] for n in self.names], torch)
@@ -221,17 +308,14 @@ class Declaration:
             out = self.call([tensors[n] for n in self.names], torch)
             return out[0] if len(out) == 1 else out
 
-        launcher.__name__ = oracle.__name__ = subject_name(op)
-        return register(launcher, name=subject_name(op), family="opdb", inputs=inputs, dims=dims, oracle=oracle,
+        launcher.__name__ = oracle.__name__ = subject_name(self.op)
+        return register(launcher, name=subject_name(self.op), family="opdb", inputs=inputs, dims=dims, oracle=oracle,
                         backward=backward, module=__name__)
 
 
 def declarations(device: str, wanted: list[str]):
     import torch
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torch.testing._internal.common_methods_invocations import op_db
-    for op in op_db:
+    for op in _import_op_db():
         if wanted and not any(w == op_label(op) or w == op.name for w in wanted):
             continue
         try:
@@ -245,6 +329,8 @@ def declarations(device: str, wanted: list[str]):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="print the declared ops and the others' reasons")
+    parser.add_argument("--coverage", action="store_true",
+                        help="print, per declared op, the aten ops forward and backward with no magnitude rule")
     parser.add_argument("--seeds", type=int, default=1, help="how many fresh seeds (default 1)")
     parser.add_argument("--seed", type=int, action="append", default=[], help="run this seed (repeatable)")
     parser.add_argument("--minutes", type=float, default=None, help="stop starting cells after this long")
@@ -253,6 +339,8 @@ def main() -> int:
     parser.add_argument("--ops", default="", help="comma-separated op names (name or name.variant)")
     parser.add_argument("--cells", default="", help="comma-separated prefixes of cell names (e.g. grad:,values:)")
     parser.add_argument("--shard", default="1/1", help="K/N: every N-th declared op from the K-th")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="leave out the first N declared ops (resume a run that --minutes stopped)")
     args = parser.parse_args()
     try:
         k, n = (int(v) for v in args.shard.split("/"))
@@ -263,7 +351,9 @@ def main() -> int:
     import torch
 
     decls = list(declarations(args.device, [w for w in args.ops.split(",") if w]))
-    declared = [d for d in decls if d.skip is None][k - 1::n]
+    if args.skip < 0:
+        parser.error(f"--skip={args.skip}: expected a count of ops, 0 or more")
+    declared = [d for d in decls if d.skip is None][args.skip:][k - 1::n]
     skipped = collections.Counter(d.skip.split(" (")[0] for d in decls if d.skip is not None)
     print(f"{len(decls)} float ops of op_db considered, {len([d for d in decls if d.skip is None])} declared "
           f"(this shard: {len(declared)}); left out: " + ", ".join(f"{r} {c}" for r, c in skipped.most_common()))
@@ -274,6 +364,8 @@ def main() -> int:
         return 0
     if not declared:
         parser.error(f"--ops={args.ops!r} declares no op")
+    if args.coverage:
+        return print_coverage(declared, torch)
 
     from triton_conformance.conformance.backend import Backend, current_backend
     from triton_conformance.conformance.kinds.base import cells_for
@@ -285,7 +377,7 @@ def main() -> int:
     backend = current_backend("cuda") if args.device == "cuda" else Backend(name="interpreter")
     seeds = list(args.seed) or [random.SystemRandom().randrange(2**32) for _ in range(args.seeds)]
     start = time.perf_counter()
-    cells, failures, verdicts, stopped = 0, [], collections.Counter(), False
+    cells, failures, verdicts, stopped, last = 0, [], collections.Counter(), False, subjects[0][0].label
     ops_run = set()
     for seed in seeds:
         config = run_config(profile=args.profile, seed=seed, device="cuda" if args.device == "cuda" else "interpreter")
@@ -302,36 +394,81 @@ def main() -> int:
                     result = run_cell(subj, cell, backend=backend, config=config)
                 cells += 1
                 ops_run.add(decl.label)
+                last = decl.label
                 if result.outcome in PASSING:
                     continue
                 precision = (result.details or {}).get("precision")
-                verdicts[_precision_line(precision)] += 1
+                verdicts[_category(result, precision)] += 1
                 failed_here += 1
                 failures.append((seed, decl.label, cell, result, precision))
                 print(f"  {decl.label}[{cell}] {result.outcome} ({result.finding}): {result.message[:300]}",
                       flush=True)
+                print(f"    {_category(result, precision)}", flush=True)
                 print(f"    replay: python bench/opdb_calibration.py --seed {seed} --ops {decl.label} "
                       f"--cells {cell}", flush=True)
             if stopped:
                 break
         print(f"seed {seed:10d}: {failed_here} failing cells, {time.perf_counter() - t0:.0f} s", flush=True)
         if stopped:
-            print(f"  (stopped at --minutes {args.minutes})")
+            at = next(i for i, (d, _) in enumerate(subjects) if d.label == last)
+            resume = f"--skip {args.skip + at}" if n == 1 else f"--skip {args.skip + k - 1 + at * n} (unsharded)"
+            print(f"  (stopped at --minutes {args.minutes} in op {last}; the ops from it on: {resume})")
             break
-    unexplained = sum(1 for *_, p in failures if not p)
-    print(f"\n{len(ops_run)} operations, {cells} cells, {len(failures)} failing, {unexplained} with no precision "
-          f"verdict ({(time.perf_counter() - start) / 60:.1f} min)")
+    unexplained = sum(1 for *_, p in failures if not _explained(p))
+    print(f"\n{len(ops_run)} operations, {cells} cells, {len(failures)} failing, {unexplained} not explained by a "
+          f"precision verdict ({(time.perf_counter() - start) / 60:.1f} min)")
     for line, count in verdicts.most_common():
         print(f"  {count:5d}  {line}")
     return 1 if failures else 0
 
 
-def _precision_line(precision) -> str:
-    if not precision:
-        return "no precision verdict"
+def print_coverage(declared, torch) -> int:
+    """Per op: covered, or the aten ops with no magnitude rule (forward / backward); then the totals and
+    the missing ops by how many ops reach them.  Exits 1 if any op is not covered."""
+    missing, failed, covered = collections.Counter(), [], 0
+    for decl in declared:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                got = decl.coverage(torch)
+            except Exception as exc:  # noqa: BLE001 - the survey's own inputs: said, not hidden
+                failed.append(decl.label)
+                print(f"  {decl.label:40s} survey failed: {type(exc).__name__}: {str(exc)[:120]}")
+                continue
+        if got.complete:
+            covered += 1
+            print(f"  {decl.label:40s} covered")
+            continue
+        parts = [f"forward {', '.join(got.forward)}" if got.forward else "",
+                 f"backward {', '.join(got.backward)}" if got.backward else "",
+                 f"failed: {got.failure}" if got.failure else ""]
+        print(f"  {decl.label:40s} " + "; ".join(p for p in parts if p))
+        missing.update(set(got.forward) | set(got.backward))
+        if got.failure:
+            failed.append(decl.label)
+    print(f"\n{len(declared)} ops: {covered} covered forward and backward, "
+          f"{len(declared) - covered - len(failed)} reach an aten op with no rule, {len(failed)} failed under tracking")
+    for name, count in missing.most_common():
+        print(f"  {count:4d} ops reach {name}")
+    return 0 if covered == len(declared) else 1
+
+
+def _explained(precision) -> bool:
+    """A precision verdict explains a failing cell where the op is within the bound for intermediates in
+    its input dtype (torch computes there, where the generic declaration claims fp32)."""
+    return isinstance(precision, dict) and precision.get("achieved") == "input-dtype"
+
+
+def _category(result, precision) -> str:
+    """What a failing cell is: its precision verdict, or why it has none (the magnitudes the pass could not
+    compute, by the op it lacks a rule for; otherwise its outcome and finding)."""
     if isinstance(precision, dict):
-        return ", ".join(f"{k}={v}" for k, v in sorted(precision.items()) if k in ("achieved", "claimed"))
-    return str(precision)
+        line = ", ".join(f"{k}={v}" for k, v in sorted(precision.items()) if k in ("achieved", "claimed"))
+        return ("explained: " if _explained(precision) else "NOT explained: ") + line
+    unavailable = (result.details or {}).get("magnitudes_unavailable")
+    if unavailable:
+        return f"NOT explained: magnitudes unavailable ({unavailable})"
+    return f"NOT explained: {result.outcome} ({result.finding})"
 
 
 if __name__ == "__main__":

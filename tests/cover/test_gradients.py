@@ -156,6 +156,19 @@ def test_a_forward_that_detaches_has_no_backward():
     assert (result.outcome, result.finding) == ("wrong", "no-backward"), result.message
 
 
+def test_an_output_that_is_its_input_has_a_backward_and_a_detached_copy_has_none():
+    # x.contiguous() of a contiguous x returns x itself: no grad_fn, and its gradient is grad_output
+    inputs, dims = {"x": Tensor(("M", "N"), dtypes=("float32",))}, {"M": Dim(1, 16), "N": Dim(1, 16)}
+    same = tc.register(lambda x: x.contiguous(), name=f"cover_gradients_identity_{next(_ids)}", inputs=inputs,
+                       dims=dims, oracle=lambda x: x, backward=True)
+    result = cell(same, "grad:layout:contiguous")
+    assert result.outcome == "honoured", result.message
+    copy = tc.register(lambda x: x.detach().clone(), name=f"cover_gradients_identity_{next(_ids)}", inputs=inputs,
+                       dims=dims, oracle=lambda x: x, backward=True)
+    result = cell(copy, "grad:layout:contiguous")
+    assert (result.outcome, result.finding) == ("wrong", "no-backward"), result.message
+
+
 def test_the_contiguous_grad_bug_passes_with_a_contiguous_grad_output():
     assert cell(declare("contiguous-grad"), "grad:layout:contiguous").outcome == "honoured"
 

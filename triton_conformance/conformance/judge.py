@@ -237,7 +237,7 @@ class Judge:
             bound = self.bound(dims, dtypes, out, ref, scale)
             found = rule.check(OutputCheck(out=out, ref=ref, bound=bound, name=name,
                                            inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i),
-                                           magnitude=functools.partial(magnitudes, i, _unit_of(bound)),
+                                           magnitude=_at_unit(magnitudes, i, _unit_of(bound)),
                                            input_bound=functools.partial(self.bound, dims, dtypes, out, ref, scale,
                                                                          accumulate=self.input_dtype(dtypes))))
             if found is not None:
@@ -322,7 +322,7 @@ class Judge:
                       at_input: Any = at_input):
                 return rule_for(self.subject).check(OutputCheck(
                     out=grad.detach(), ref=ref.detach(), bound=bound, name=f"grad {name}", inputs=inputs,
-                    scalars=scalars, judge=self, magnitude=functools.partial(magnitudes, index, _unit_of(bound)),
+                    scalars=scalars, judge=self, magnitude=_at_unit(magnitudes, index, _unit_of(bound)),
                     input_bound=at_input))
 
             found = check(bound)
@@ -376,6 +376,12 @@ def _unit_of(bound: Bound) -> float:
     unit the magnitude pass counts in, so the roundings it counts at a fixed precision (a cast to bf16,
     a scalar's to fp32) weigh what they weigh.  fp32's where the bound takes no magnitudes."""
     return bound.per_term / SAFETY_FACTOR if bound.per_term > 0 else magnitude.FP32_UNIT
+
+
+def _at_unit(magnitudes: Any, i: int, unit: float):
+    """Output ``i``'s magnitudes counted in ``unit``, or in the unit asked for (the precision verdict asks
+    at the input dtype's: a step function's allowance depends on it)."""
+    return lambda at=unit: magnitudes(i, at)
 
 
 def _traced_once(trace: Any):

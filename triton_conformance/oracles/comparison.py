@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
 from triton_conformance.oracles.magnitude import Unavailable
 from triton_conformance.oracles.precision import Errors, errors_of, more_precise, verdict
-from triton_conformance.oracles.tolerance import Bound
+from triton_conformance.oracles.tolerance import SAFETY_FACTOR, Bound
 
 __all__ = ["Mismatch", "compare"]
 
@@ -81,11 +82,11 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
         observe(errors)
     if mismatch is None or mismatch.kind != "mismatch" or errors is None or input_bound is None:
         return mismatch
-    return _with_verdict(mismatch, errors, actual, expected, bound, input_bound, m, lowp, name)
+    return _with_verdict(mismatch, errors, actual, expected, bound, input_bound, m, lowp, name, magnitude)
 
 
 def _with_verdict(mismatch: Mismatch, errors: Errors, actual, expected, bound: Bound, input_bound, m, lowp,
-                  name: str) -> Mismatch:
+                  name: str, magnitude: Any = None) -> Mismatch:
     """``mismatch`` with the precision its output achieved: judged again at the input dtype's unit roundoff
     (the same magnitudes, where there were some) when the claim is more precise than that."""
     low = input_bound() if callable(input_bound) else input_bound
@@ -93,10 +94,21 @@ def _with_verdict(mismatch: Mismatch, errors: Errors, actual, expected, bound: B
         return mismatch
     ratio_input = None
     if more_precise(bound.accumulate, low.accumulate):
+        m = _at_input_unit(magnitude, low, m)
         _, low_errors = _compare(actual, expected, low if m is None else low.conditioned(m), lowp, name)
         ratio_input = 0.0 if low_errors is None else low_errors.used
     found = verdict(bound.accumulate, low.accumulate, errors.used, ratio_input)
     return replace(mismatch, precision=found.to_dict(), message=f"{mismatch.message}; precision: {found.describe()}")
+
+
+def _at_input_unit(magnitude: Any, low: Bound, m):
+    """The magnitudes counted at the input dtype's unit where ``magnitude`` can give them (a function of the
+    unit), so that what depends on the unit (a step within reach of fp16's roundings) is judged there;
+    else ``m``, those of the claimed unit."""
+    if m is None or not callable(magnitude) or not inspect.signature(magnitude).parameters:
+        return m
+    again = magnitude(low.per_term / SAFETY_FACTOR)
+    return again if isinstance(again, torch.Tensor) and again.shape == m.shape else m
 
 
 def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -61,10 +61,12 @@ from torch.utils._pytree import tree_flatten, tree_map
 from triton_conformance.oracles.magnitude_rules import (
     apply,
     is_float,
+    op_name,
     quietly_import_decompositions,
     rule_of,
     unit_roundoff,
 )
+from triton_conformance.oracles.magnitude_decompositions import own_decomposition
 from triton_conformance.oracles.rounding import HELD_AS as _HELD_AS
 
 __all__ = ["FP32_UNIT", "Unavailable", "gradient_magnitudes", "import_before_shims", "output_magnitudes"]
@@ -77,6 +79,19 @@ _UNIT = [FP32_UNIT]
 
 class Unsupported(Exception):
     """An op the pass has no rule for."""
+
+
+# While :mod:`.magnitude_coverage` surveys an oracle, an op with no rule is recorded here instead of ending
+# the pass, and passes on its own ``|value|`` as its magnitude: one pass then names every op that lacks one.
+_SURVEY: list[set] = []
+
+
+def _missing(func, out: Any) -> Any:
+    """``func`` has no rule: end the pass, or, in a survey, record it and go on."""
+    if not _SURVEY:
+        raise Unsupported(func)
+    _SURVEY[-1].add(str(func))
+    return _wrap(out, tree_map(lambda o: o.detach().abs().to(torch.float64) if is_float(o) else o, out))
 
 
 @dataclass(frozen=True)
@@ -142,10 +157,12 @@ def _dispatch(func, args: tuple, kwargs: dict):
     if rule is None:
         decomposition = _decomposition(func)
         if decomposition is not None:
-            return decomposition(*args, **kwargs)
+            out = decomposition(*args, **kwargs)
+            if out is not NotImplemented:  # torch's decompositions decline some arguments
+                return out
         out = func(*values, **vkwargs)
         if any(is_float(o) for o in tree_flatten(out)[0]):
-            raise Unsupported(func)
+            return _missing(func, out)
         return out  # a query (a size, an item, a comparison): no magnitudes needed
     mags, mkwargs = tree_map(_magnitude, (args, kwargs))
     if func._schema.is_mutable:
@@ -156,14 +173,34 @@ def _dispatch(func, args: tuple, kwargs: dict):
     return _wrap(out, apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1]))
 
 
+# In-place ops that change their target's shape by dims (quantile squeezes its result in place): done to
+# the value, to the magnitude and to the wrapper's own sizes.  Those that set strides or storage directly
+# (as_strided_, resize_, set_) have no rule (a magnitude need not be laid out as its value): named.
+_RESHAPED_IN_PLACE = {"squeeze", "unsqueeze", "transpose", "t", "swapdims", "swapaxes"}
+
+
+def _reshaped_in_place(func, target, values, vkwargs):
+    func(*values, **vkwargs)
+    func(target.magnitude, *values[1:], **vkwargs)
+    with torch._C._DisableTorchDispatch():  # the wrapper's sizes and strides only: it holds no data
+        func(target, *values[1:], **vkwargs)
+    return target
+
+
 def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
     """An op that writes into its first argument: the target's value and magnitude change in place
     (so views of it see both)."""
     target = args[0]
+    if op_name(func) in _RESHAPED_IN_PLACE and isinstance(target, _Tracked):
+        return _reshaped_in_place(func, target, values, vkwargs)
     written = func._schema.arguments[0].alias_info
     if not isinstance(target, _Tracked) or written is None or not written.is_write or rule not in (
             "pointwise", "move", "sum"):
-        raise Unsupported(func)
+        if not _SURVEY or not isinstance(target, _Tracked):
+            raise Unsupported(func)
+        _missing(func, None)
+        func(*values, **vkwargs)
+        return target
     out = func(*((values[0].clone(),) + tuple(values[1:])), **vkwargs)  # on a copy: the inputs stay as they were
     if rule == "move":  # the same op on the target's magnitude, in place
         apply(rule, func, values, vkwargs, mags, mkwargs, out, _UNIT[-1])
@@ -176,41 +213,11 @@ def _in_place(func, rule: str, args, values, vkwargs, mags, mkwargs):
 # -- decompositions ------------------------------------------------------------------
 
 
-def _variance(x, dims, correction, keepdim):
-    """The two-pass variance, through ops with rules (torch's own decomposition uses a prim)."""
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        dims = list(range(x.dim()))
-    dims = [dims] if isinstance(dims, int) else list(dims)
-    count = 1
-    for d in dims:
-        count *= x.shape[d]
-    correction = 1 if correction is None else correction
-    d = x - x.mean(dims, keepdim=True)
-    return (d * d).sum(dims, keepdim=keepdim) / max(count - correction, 0)
-
-
-def _var_mean(x, dim=None, *, correction=None, keepdim=False):
-    dims = list(range(x.dim())) if not dim else dim
-    return _variance(x, dim, correction, keepdim), x.mean(dims, keepdim=keepdim)
-
-
-_OWN = {
-    aten.var.correction: lambda x, dim=None, *, correction=None, keepdim=False: _variance(x, dim, correction,
-                                                                                          keepdim),
-    aten.std.correction: lambda x, dim=None, *, correction=None, keepdim=False: _variance(
-        x, dim, correction, keepdim).sqrt(),
-    aten.var_mean.correction: _var_mean,
-    aten.std_mean.correction: lambda x, dim=None, *, correction=None, keepdim=False: (lambda vm: (
-        vm[0].sqrt(), vm[1]))(_var_mean(x, dim, correction=correction, keepdim=keepdim)),
-}
-
-
 def _decomposition(func) -> Callable[..., Any] | None:
     """How to run ``func`` as ops with rules: ours, its CompositeImplicitAutograd kernel, or torch's."""
-    if func in _OWN:
-        return _OWN[func]
-    if str(func) == "prims.var.default":
-        return lambda x, dims, correction=1, *, output_dtype=None: _variance(x, dims, correction, False)
+    own = own_decomposition(func)
+    if own is not None:
+        return own
     if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
         return func.decompose
     quietly_import_decompositions()

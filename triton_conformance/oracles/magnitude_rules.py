@@ -21,7 +21,11 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["LIBRARY_ULPS", "apply", "is_float", "rule_of", "unit_roundoff"]
+from triton_conformance.oracles.magnitude_selections import RULES as _PICKING
+from triton_conformance.oracles.magnitude_selections import apply as _picked
+from triton_conformance.oracles.tolerance import SAFETY_FACTOR
+
+__all__ = ["LIBRARY_ULPS", "apply", "is_float", "op_name", "rule_of", "unit_roundoff"]
 
 aten = torch.ops.aten
 
@@ -35,13 +39,17 @@ _MOVES = {
     "alias_copy", "split_copy", "index", "_unsafe_index", "index_select", "gather", "take_along_dim", "cat", "stack",
     "flip", "roll", "repeat", "repeat_interleave", "constant_pad_nd", "tril", "triu", "masked_fill",
     "masked_scatter", "index_put", "index_copy", "scatter", "slice_scatter", "select_scatter", "diagonal_scatter",
-    "fill", "zero", "pixel_shuffle",
+    "fill", "zero", "pixel_shuffle", "masked_select",
 }
 # Views by size: a magnitude need not have its value's strides (the value may be a view where the
 # magnitude was computed afresh), so it is reshaped where the value was viewed.
 _VIEWS_BY_SIZE = {"view", "_unsafe_view", "view_copy"}
 # Sums: each output adds several terms, rounding as it goes.
 _SUMS = {"sum", "mean", "nansum", "cumsum", "scatter_add", "index_add"}
+# Sums over windows (a pooling's average, the gradient a max pooling routes back to the input): each output
+# adds at most the terms of the windows that cover it.
+_WINDOW_SUMS = {"avg_pool2d", "avg_pool3d", "avg_pool2d_backward", "avg_pool3d_backward",
+                "adaptive_max_pool2d_backward", "adaptive_max_pool3d_backward"}
 # Constants made from a tracked tensor's shape: exact.
 _CONSTANTS = {"zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full",
               "new_empty", "new_empty_strided", "empty_strided", "rand_like", "randn_like", "randint_like",
@@ -61,8 +69,6 @@ _EXACTLY_ROUNDED = {"add", "sub", "rsub", "mul", "neg", "abs", "where", "clamp",
 LIBRARY_ULPS = 4.0
 # Pointwise ops affine in every float argument: no second-order term (their second difference is 0).
 _AFFINE = {"add", "sub", "rsub", "neg", "where", "masked_fill", "fill"}
-_SELECTIONS = {"amax", "amin", "max", "min"}
-_SORTS = {"sort", "topk"}
 _BILINEAR = {"mm", "bmm", "mv", "dot", "vdot", "addmm", "baddbmm", "addmv", "convolution"}
 
 
@@ -93,6 +99,9 @@ def _name(func) -> str:
     return base[:-1] if base.endswith("_") and not base.endswith("__") else base
 
 
+op_name = _name
+
+
 def rule_of(func) -> str | None:
     """The rule for ``func``, or None (decompose it, or give up)."""
     base = _name(func)
@@ -102,8 +111,10 @@ def rule_of(func) -> str | None:
         return None
     if torch.Tag.pointwise in func.tags:
         return "pointwise"
-    for rule, names in (("sum", _SUMS), ("constant", _CONSTANTS), ("selection", _SELECTIONS), ("sort", _SORTS),
-                        ("bilinear", _BILINEAR)):
+    if base == "as_strided":
+        return "strided"
+    for rule, names in (("sum", _SUMS | _WINDOW_SUMS), ("constant", _CONSTANTS), ("bilinear", _BILINEAR),
+                        *_PICKING.items()):
         if base in names:
             return rule
     return None
@@ -120,10 +131,8 @@ def apply(rule: str, func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: d
         return _summed(func, values, vkwargs, mags, mkwargs, out, unit)
     if rule == "constant":
         return tree_map(lambda o: torch.zeros_like(o) if is_float(o) else o, out)
-    if rule == "selection":
-        return _selection(func, values, vkwargs, mags[0], out)
-    if rule == "sort":
-        return _sorted(func, values, vkwargs, mags[0], out)
+    if rule in _PICKING or rule == "strided":
+        return _picked(rule, _name(func), values, vkwargs, _wide(mags[0]), out)
     return _bilinear(func, values, vkwargs, mags, out, unit)
 
 
@@ -190,10 +199,28 @@ def _summed(func, values, vkwargs, mags, mkwargs, out, unit):
         n = values[0].shape[dim] if values[0].dim() else 1
     elif name in ("scatter_add", "index_add"):
         n = max(values[-1].numel() // max(out.numel(), 1), 1) + 1
+    elif name in _WINDOW_SUMS:
+        n = _window_terms(name, values)
     else:
         n = max(values[0].numel() // max(out.numel(), 1), 1)
     terms = _moved(func, tree_map(_wide, _abs(values)), vkwargs)
     return _moved(func, mags, mkwargs) + math.sqrt(n) * _rounds_at(out, unit) * terms
+
+
+def _window_terms(name: str, values: tuple) -> int:
+    """How many terms one output of a window sum adds: an average pooling's window (its kernel's size);
+    for a max pooling's backward, the windows that may pick one input (the outputs per input, rounded
+    up, times 2 a dim for windows that overlap)."""
+    if name.startswith("adaptive_max_pool"):
+        spatial = 2 if "2d" in name else 3
+        per_input = -(-values[0].numel() // max(values[1].numel(), 1))
+        return max(per_input, 1) * 2**spatial
+    kernel = values[2] if name.endswith("_backward") else values[1]
+    kernel = [kernel] if isinstance(kernel, int) else list(kernel)
+    spatial = 2 if "2d" in name else 3
+    if len(kernel) == 1:
+        kernel = kernel * spatial
+    return max(math.prod(kernel), 1)
 
 
 _JVP_THREAD: list = []
@@ -245,7 +272,39 @@ def _pointwise(func, values, vkwargs, mags, mkwargs, out, unit):
         total = _plus(total, tree_map(lambda t: torch.nan_to_num(t.abs(), nan=0.0) if is_float(t) else t, tangent))
     if moving and _name(func) not in _AFFINE:
         total = _plus(total, _second_order(at, vflat, mflat, moving, unit, out))
-    return total
+    step = _step(_name(func), vflat, mflat, vkwargs, unit)
+    return total if step is None else _plus(total, step)
+
+
+# Step functions: a rounding of their argument within its allowance of a step moves the result by a whole
+# step (fp16's trunc(a / b) is 21 where float64's is 20 when a / b = 20.99 rounds to 21).
+_STEPS = {"floor", "ceil", "round", "trunc", "div", "floor_divide", "remainder", "fmod"}
+
+
+def _step(name, vflat, mflat, vkwargs, unit):
+    """A step's height, as a magnitude (``height / (C * unit)``: an allowance of one step), where the
+    argument (``a / b`` for a division) lies within the allowance of its roundings, ``C * unit * (m - |arg|)``,
+    of a step; None for an op that is not a step function."""
+    if name not in _STEPS or (name == "div" and vkwargs.get("rounding_mode") is None):
+        return None
+    a, ma = vflat[0], (mflat[0].to(torch.float64) if is_float(mflat[0]) else 0.0)
+    height: Any = 1.0
+    kind = "round" if name == "round" else "trunc" if name in ("trunc", "fmod") or vkwargs.get(
+        "rounding_mode") == "trunc" else "ceil" if name == "ceil" else "floor"
+    if name in ("div", "floor_divide", "remainder", "fmod"):
+        b = torch.as_tensor(vflat[1], dtype=torch.float64, device=a.device)
+        mb = mflat[1].to(torch.float64) if is_float(mflat[1]) else 0.0
+        q = a / b
+        mq = (ma + q.abs() * mb) / b.abs() + LIBRARY_ULPS * q.abs()
+        if name in ("remainder", "fmod"):
+            height = b.abs()
+    else:
+        scale = 10.0 ** int(vkwargs.get("decimals", 0) or 0)
+        q, mq, height = a * scale, ma * scale, 1.0 / scale
+    distance = ((q - q.floor()) - 0.5).abs() if kind == "round" else torch.minimum(q - q.floor(), q.ceil() - q)
+    # The roundings behind the argument beyond its own size: an input, read exactly, moves no step.
+    near = (distance < SAFETY_FACTOR * unit * (mq - q.abs()).clamp_min(0)) & torch.isfinite(q)
+    return torch.where(near, height / (SAFETY_FACTOR * unit) * torch.ones_like(q), torch.zeros_like(q))
 
 
 def _second_order(at, vflat, mflat, moving, unit, out):
@@ -299,35 +358,6 @@ def _bilinear(func, values, vkwargs, mags, out, unit):
     if scaled:
         total = beta * mc + alpha * total
     return total
-
-
-def _selection(func, values, vkwargs, mag, out):
-    """The magnitude of the element a max or min picked (the largest, on ties)."""
-    x = values[0]
-    picked = out[0] if isinstance(out, (tuple, list)) else out
-    if _name(func) in ("max", "min") and len(values) == 1 and not vkwargs:  # over everything
-        return torch.where(x == picked, mag, torch.zeros_like(mag)).max()
-    dims = values[1] if len(values) > 1 else vkwargs.get("dim", None)
-    keepdim = bool(values[2] if len(values) > 2 else vkwargs.get("keepdim", False))
-    dims = [dims] if isinstance(dims, int) else list(dims) if dims else list(range(x.dim()))
-    broad = picked
-    if not keepdim:
-        for d in sorted(dd % max(x.dim(), 1) for dd in dims):
-            broad = broad.unsqueeze(d)
-    chosen = torch.where(x == broad, mag, torch.zeros_like(mag)).amax(dim=dims, keepdim=keepdim)
-    if isinstance(out, (tuple, list)):  # (values, indices)
-        return (chosen,) + tuple(out[1:])
-    return chosen
-
-
-def _sorted(func, values, vkwargs, mag, out):
-    """Sorts and top-k: the magnitudes gathered with the indices."""
-    indices = out[1]
-    if _name(func) == "topk":
-        dim = values[2] if len(values) > 2 else vkwargs.get("dim", -1)
-    else:
-        dim = values[1] if len(values) > 1 and isinstance(values[1], int) else vkwargs.get("dim", -1)
-    return (torch.gather(mag, dim, indices),) + tuple(out[1:])
 
 
 def quietly_import_decompositions() -> None:

@@ -143,6 +143,7 @@ def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant
         return failed(Finding("unsafe", "mutated-input", f"the forward changed the storage of input(s) {mutated}",
                               {"inputs": mutated}))
     outs = outputs_of(subject, raw, built.views)
+    leaves = [built.views[n] for n in names]
     gos: dict[int, GradOutput] = {}
     for position in gradient_outputs(subject, outs) or (0,):
         name = "the output" if len(outs) == 1 else f"output[{position}]"
@@ -150,7 +151,9 @@ def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant
             return failed(Finding("wrong", "bad-output", f"the launcher returned {len(outs)} output(s), the backward "
                                   f"declares a gradient for output[{position}]"))
         out = outs[position]
-        if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+        # An output that is a differentiated input itself (x.contiguous() of a contiguous x is x) has no grad_fn,
+        # and its gradient is grad_output.
+        if not isinstance(out, torch.Tensor) or (out.grad_fn is None and not any(out is leaf for leaf in leaves)):
             return failed(Finding("wrong", "no-backward", f"{name} has no grad_fn: no gradient flows back from it to "
                                   f"{list(names)} (a forward that detaches, or runs under no_grad?)",
                                   {"output": position}))
@@ -161,7 +164,6 @@ def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant
             return failed(Finding("wrong", "bad-shape", f"{name} shape {tuple(out.shape)}, the backward declares "
                                   f"{shape}{hint}", {"output": position}))
         gos[position] = grad_output(spec, shape, out.dtype, sentinel, backend.device, position)
-    leaves = [built.views[n] for n in names]
     allowance.call_started()
     with guarded_allocations(device_override=backend.allocation_device, variant=variant) as allocations:
         try:  # every output at once: sum_i <out_i, g_i>, as a training step backpropagates them

@@ -60,7 +60,7 @@ def test_the_calibration_covers_the_issues_list_in_three_dtypes_forward_and_back
            "matmul", "cross_entropy", "gelu", "silu", "sdpa"}
     names = {s.name.removeprefix("torch_") for s in SUBJECTS}
     assert ops <= names, ops - names
-    for s in SUBJECTS:
+    for s in (s for s in SUBJECTS if s.name.removeprefix("torch_") in ops):  # fp8's ops have no gradient
         assert s.contract.backward is not None, s.name
         dtypes = {d for spec in s.contract.inputs.values() for d in spec.dtypes}
         assert {"float16", "bfloat16", "float32"} <= dtypes, s.name

@@ -3,11 +3,9 @@
 Given a launcher's inputs and outputs, :meth:`Judge.compare` evaluates the
 subject's float64 oracle on the same inputs, applies the declared
 fully-masked-row policy, derives the bound (the subject's ``Tolerance``, its
-``error_scale``, the reduction length, the accumulation dtype, tf32 for a
-``tl.dot`` on CUDA) and compares; a stochastic subject's output is checked
-against its model instead.  The searched cells, the large-index cell and the
-performance cell all judge through here, so a contract means the same
-everywhere.
+``error_scale``, the reduction length, the accumulation dtype, tf32 or fp8 for a
+``tl.dot`` on CUDA) and compares; a stochastic subject's output is checked against
+its model instead.  Every cell kind judges through here: a contract means the same everywhere.
 
 Raised exceptions are judged by :mod:`.rejections` (:func:`clean_rejection`), and a
 subject's own oracle that raises is an :class:`OracleError`: a mistake in
@@ -174,18 +172,15 @@ class Judge:
             scale = float(finite.abs().max()) if finite.numel() else 1.0
         # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
         tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
-        # fp8 products summed by Hopper's tensor cores: a ~14-bit accumulator inside each MMA, whatever the
-        # promotion between them (torch._scaled_mm's default is 36x past fp32's bound on the H200), so every
-        # reduction over fp8 inputs on CUDA, or a contract that says so without one.
+        # Hopper's tensor cores sum fp8 products in ~14 bits inside each MMA, whatever the promotion between
+        # them (docs/tolerance.md, fp8): every reduction over fp8 inputs on CUDA, or a contract that says so.
         fp8_fast = (out.device.type == "cuda" and any(d in FP8_DTYPES for d in dtypes.values())
                     and (contract.dot_precision == "fp8-fast-accumulate" or reduction > 1))
         # The accumulation dtype: the declared one, or the example's input dtype (accumulate="input" or a mapping).
-        if accumulate is None:
-            accumulate = contract.accumulation(dtypes)
+        accumulate = contract.accumulation(dtypes) if accumulate is None else accumulate
         bound = default_bound(out_dtype=out_dtype, accumulate=accumulate, reduction=reduction, scale=scale,
                               tf32=tf32, fp8_fast_accumulation=fp8_fast)
-        tol = contract.tolerance
-        if tol is None:
+        if (tol := contract.tolerance) is None:
             return bound
         if tol.reference_k is not None:
             return Bound(rtol=bound.rtol, atol=bound.atol, reference_k=tol.reference_k, floor=tol.floor,

@@ -90,14 +90,21 @@ def main() -> int:
                         "(default: fresh random seeds, printed)")
     args = parser.parse_args()
     root = os.path.abspath(args.root)
+    # Each worker's share of the cores for torch's CPU threads, as the nightly gives its workers (the spawned
+    # workers inherit it): without it 14 workers of 16 threads made the stochastic subjects' CPU-side
+    # statistics 10-20x slower than in the nightly (stochastic_round_bf16: 342 s a seed).
+    sys.path.insert(0, root)
+    from triton_conformance.running import share_cores
+
+    threads = share_cores(args.workers)
     ctx = mp.get_context("spawn")
     with ctx.Pool(1) as probe:
         names = probe.apply(_subjects, (root, args.device))
     rng = random.SystemRandom()
     seeds = ([args.first_seed + i for i in range(args.seeds)] if args.first_seed is not None
              else [rng.randrange(2**32) for _ in range(args.seeds)])
-    print(f"{len(names)} correct subjects x {len(seeds)} seeds on {args.device} ({args.profile}) from {root}; "
-          f"seeds {seeds}", flush=True)
+    print(f"{len(names)} correct subjects x {len(seeds)} seeds on {args.device} ({args.profile}) from {root}, "
+          f"{args.workers} workers of {threads} CPU threads; seeds {seeds}", flush=True)
     tasks = [(root, args.device, args.profile, n, s) for s in seeds for n in names]
     started = time.perf_counter()
     alarms, cells = [], 0

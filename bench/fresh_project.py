@@ -109,7 +109,7 @@ def main() -> int:
     write_project(folder)
     rng = random.SystemRandom()
     failing, cells, compat = [], 0, set()
-    for i in range(args.seeds):
+    for _ in range(args.seeds):
         seed = rng.randrange(2**32)
         doc, seconds = run_seed(folder, seed, args.profile, args.n)
         compat.add(bool(doc["environment"].get("compat")))

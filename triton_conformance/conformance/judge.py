@@ -242,9 +242,8 @@ class Judge:
     # -- gradients --------------------------------------------------------
     def _oracle_autograd(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], backprop: Any,
                          in_input_dtype: bool = False) -> Any:
-        """``backprop(outputs, leaves)`` on the oracle's outputs for float64 copies of ``inputs`` (or copies in
-        their own dtype), the declared gradients' copies the leaves; the user's reference raising is an
-        :class:`OracleError`."""
+        """``backprop(outputs, leaves)`` on the oracle's outputs for float64 copies of ``inputs`` (or in their own
+        dtype), the declared gradients' copies the leaves; the user's reference raising is an OracleError."""
         names = self.subject.contract.backward.grads
         copies = {n: v.detach().clone() for n, v in inputs.items()} if in_input_dtype else self.as_float64(inputs)
         for n in names:
@@ -259,10 +258,9 @@ class Judge:
 
     def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any],
                          in_input_dtype: bool = False) -> tuple:
-        """Float64 autograd of the oracle on copies of ``inputs`` (or, ``in_input_dtype``, autograd in their own
-        dtype: the FlashAttention rule's reference): the declared gradients of sum_i <output_i, grad_output_i>
-        (``grad_output``: {output position: its grad_output}, or output 0's alone), zeros for an input the
-        outputs do not depend on."""
+        """Float64 autograd of the oracle on copies of ``inputs`` (``in_input_dtype``: in their dtype, the
+        FlashAttention rule's reference): the declared gradients of sum_i <output_i, grad_output_i> (``grad_output``:
+        {output position: its grad_output}, or output 0's alone), zeros for an input the outputs do not reach."""
         gos = grad_outputs_by_position(grad_output)
 
         def backprop(refs: tuple, leaves: list) -> tuple:

@@ -15,7 +15,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = ("liger_kernel", "fla_core", "lightning_attn", "flag_gems", "triton_tutorials", "serving_fp8")
 FETCH_HINTS = {  # how a folder whose code is upstream's (kept out of the repository) gets it
-    "triton_tutorials": "triton_tutorials/get_tutorials.py --git <a clone of triton-lang/triton> --ref <tag>",
+    "triton_tutorials": "triton_tutorials/get_tutorials.py --git <a clone of triton-lang/triton> "
+                        "--ref c147f0988de75b002a05945a3c82f2597d1ae23d",
     "serving_fp8": "serving_fp8/get_serving_kernels.py --vllm <clone or unpacked wheel> "
                    "--sglang <clone or unpacked wheel>",
 }

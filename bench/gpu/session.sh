@@ -28,6 +28,8 @@
 #                 fresh nightly seeds within FC_MINUTES [1.5]
 #   servingfp8    examples/serving_fp8 (vLLM's and SGLang's fp8 kernels; carry examples/serving_fp8/sources) on CUDA,
 #                 nightly profile; servingli: its large_index_check.py (2^31 + 1024 elements per quantizer)
+#   tutorials     examples/triton_tutorials (Triton's tutorials 01-09 at c147f098; carry
+#                 examples/triton_tutorials/sources) on CUDA, nightly profile; TUT_K [all] a pytest -k selection
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
 #                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
@@ -190,6 +192,9 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
                       --subjects torch_scaled_mm,torch_to_float8 --seeds "${FC_SEEDS:-3}" --minutes "${FC_MINUTES:-1.5}" ;;
         servingfp8) ( cd examples/serving_fp8 && run_step servingfp8 "${SF_LIMIT:-150}" python3 -m triton_conformance.cli \
                         run --device cuda --profile nightly -n 4 --fresh --results "$L/serving_fp8/results.json" ) ;;
+        tutorials) ( cd examples/triton_tutorials && run_step tutorials "${TUT_LIMIT:-420}" python3 -m triton_conformance.cli \
+                       run --device cuda --profile nightly -n 4 --fresh --results "$L/triton_tutorials/results.json" \
+                       ${TUT_K:+-- -k "$TUT_K"} ) ;;
         servingli) ( cd examples/serving_fp8 && run_step servingli "${SL_LIMIT:-90}" python3 large_index_check.py ) ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;
         *) note "unknown step $step" ;;

@@ -12,6 +12,7 @@ SUBJECTS = {  # subjects module -> the tutorial's module in sources/
     "subjects_03_matrix_multiplication": "tutorial_03_matrix_multiplication",
     "subjects_05_layer_norm": "tutorial_05_layer_norm",
     "subjects_06_fused_attention": "tutorial_06_fused_attention",
+    "subjects_08_grouped_gemm": "tutorial_08_grouped_gemm",
     "subjects_09_persistent_matmul": "tutorial_09_persistent_matmul",
 }
 

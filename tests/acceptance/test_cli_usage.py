@@ -158,7 +158,7 @@ def test_replay_runs_the_stored_reproducer_and_exits_with_its_status(failing_run
     # With the interpreter shims the run used (every one, the default), installed before the subject imports.
     assert first == (f"replaying halved[layout:contiguous] (wrong, mismatch) with {sys.executable}, compat shims "
                      "nested_calls, fast_paths, libdevice, autotune, device_context, device_properties, cuda_allocations, torch_hip, "
-                     "nvidia_smi, jit_function, compiled_kernel, tensor_wrappers, lang_globals, float_scalars, "
+                     "vendor_blas, nvidia_smi, jit_function, compiled_kernel, tensor_wrappers, lang_globals, float_scalars, "
                      "loop_vars, overflow_checks, fp8, bf16, descriptors")
     assert "StillFails" in result.stderr and "mismatch" in result.stderr
     assert result.returncode == 1, "the reproducer still fails"

@@ -38,7 +38,7 @@ def only(name, **kw):
 
 def test_every_shim_is_named_described_installed_and_removed_again():
     assert tuple(SHIMS) == ("nested_calls", "fast_paths", "libdevice", "autotune", "device_context", "device_properties", "cuda_allocations",
-                            "torch_hip", "nvidia_smi", "jit_function", "compiled_kernel", "tensor_wrappers",
+                            "torch_hip", "vendor_blas", "nvidia_smi", "jit_function", "compiled_kernel", "tensor_wrappers",
                             "lang_globals", "float_scalars", "loop_vars", "overflow_checks", "fp8", "bf16",
                             "descriptors")
     assert all(isinstance(line, str) and line and "\n" not in line for line in SHIMS.values())

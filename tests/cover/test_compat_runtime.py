@@ -144,3 +144,18 @@ def test_torch_hip_says_there_is_no_hip_device():
     assert runtimes.block_for_platform() == 32 and torch.hip.device_count() == 0
     compat.uninstall(["torch_hip"])
     assert not hasattr(torch, "hip")
+
+
+def test_vendor_blas_handles_are_built_without_the_library_and_refuse_to_run():
+    from triton._C.libtriton import nvidia
+
+    workspace = torch.empty(32, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="libcublas"):
+        nvidia.cublas.CublasLt(workspace)  # a CPU machine: the library does not load
+    only("vendor_blas")
+    handle = nvidia.cublas.CublasLt(workspace)  # as tutorial 09 builds it at import
+    with pytest.raises(RuntimeError, match="CublasLt.matmul: no vendor BLAS under the Triton interpreter"):
+        handle.matmul(workspace, workspace, workspace)
+    compat.uninstall(["vendor_blas"])
+    with pytest.raises(RuntimeError, match="libcublas"):
+        nvidia.cublas.CublasLt(workspace)

@@ -39,6 +39,17 @@ def test_an_infinity_where_the_rounded_oracle_is_finite_still_fails():
     assert _fp16_judged(flipped, wrong_sign).kind == "nan-mismatch"
 
 
+def test_an_e4m3fn_result_past_its_range_is_the_saturated_value():
+    # Tutorial 09's fp8 GEMM stores its fp32 accumulator as e4m3fn: a float64 result of 597.7 is 448 (e4m3fn has no
+    # infinity; torch's cast and the GPU's cvt.rn.satfinite saturate), and only that.
+    ref = torch.tensor([597.65625, -1000.0, 3.0], dtype=torch.float64)
+    bound = default_bound(out_dtype="float8_e4m3fn", reduction=255, scale=3.0)
+    assert compare(ref.to(torch.float8_e4m3fn), ref, bound) is None
+    wrong = ref.to(torch.float8_e4m3fn).float()
+    wrong[0] = 256.0  # finite and in range, but not what rounding makes of 597.7
+    assert compare(wrong.to(torch.float8_e4m3fn), ref, bound).kind == "mismatch"
+
+
 def test_a_mismatch_names_its_output_as_data():
     ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
     found = compare(ref.float() + 1, ref, default_bound(out_dtype="float32"), name="grad x")

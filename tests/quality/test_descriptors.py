@@ -91,9 +91,30 @@ def test_host_descriptors_are_checked_without_the_shim_as_on_a_gpu(backend):
         compat.install(["descriptors"])
 
 
+@triton.jit
+def load_block_kernel(x_desc):
+    x_desc.load([0, 0])
+
+
 def test_a_block_past_the_hardwares_limits_is_recorded_where_triton_takes_it(backend):
     x = torch.randn(4, 512, dtype=torch.float16)  # aligned rows: only the block breaks a rule
     with recording() as uses:
-        TensorDescriptor.from_tensor(x, [1, 512])  # a power of two: triton builds it
-        TensorDescriptor.from_tensor(x, [4, 4])  # a last block dim of 8 bytes
-    assert [(u.rules, u.block_shape) for u in uses] == [(("block",), (1, 512)), (("block",), (4, 4))]
+        wide = TensorDescriptor.from_tensor(x, [1, 512])  # a power of two: triton builds it
+        narrow = TensorDescriptor.from_tensor(x, [4, 4])  # a last block dim of 8 bytes
+        assert uses == []  # built, not yet launched: a block may still change
+        load_block_kernel[(1,)](wide)
+        with pytest.raises(ValueError, match="at least 16 bytes"):  # triton's own check, after the record
+            load_block_kernel[(1,)](narrow)
+    assert [(u.where, u.rules, u.block_shape) for u in uses] == [
+        ("host TensorDescriptor", ("block",), (1, 512)), ("host TensorDescriptor", ("block",), (4, 4))]
+
+
+def test_a_placeholder_block_set_before_the_launch_is_not_a_finding(backend):
+    # Triton's tutorials 06 and 09 build host descriptors on a block of [1, 1] (2 bytes: below the hardware's
+    # 16) and their autotuner's pre_hook sets the config's block before the kernel runs.
+    x = torch.randn(32, 64, dtype=torch.float16)
+    with recording() as uses:
+        desc = TensorDescriptor.from_tensor(x, [1, 1])
+        desc.block_shape = [16, 16]
+        load_block_kernel[(1,)](desc)
+    assert uses == []

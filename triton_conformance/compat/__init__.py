@@ -41,6 +41,8 @@ SHIMS: dict[str, str] = {
     "cuda_allocations": "device='cuda' in torch factories, .to('cuda') and .cuda() allocate on the CPU "
                         "(only where torch has no CUDA)",
     "torch_hip": "torch.hip (absent from CPU wheels) says there is no HIP device",
+    "vendor_blas": "triton's cuBLAS / hipBLAS handles (CublasLt, HipblasLt) are built without the library, and "
+                   "raise if called",
     "nvidia_smi": "an nvidia-smi on PATH (where none is) describing the declared target device, for libraries "
                   "that find their vendor with it",
     "jit_function": "interpreted kernels pass isinstance(fn, JITFunction) and have its params, signature and "
@@ -70,6 +72,7 @@ _APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn
     "device_properties": ("devices", "apply_device_properties"),
     "cuda_allocations": ("devices", "apply_cuda_allocations"),
     "torch_hip": ("devices", "apply_torch_hip"),
+    "vendor_blas": ("devices", "apply_vendor_blas"),
     "nvidia_smi": ("smi", "apply"),
     "jit_function": ("runtime", "apply_jit_function"),
     "compiled_kernel": ("runtime", "apply_compiled_kernel"),

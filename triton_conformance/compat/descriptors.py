@@ -6,7 +6,9 @@ own checks are ``assert`` statements (the host ``TensorDescriptor.__post_init__`
 ``TensorDescHandle.validate``): gone under ``python -O``, and their AssertionError reads like a refusal.  So
 this shim checks every descriptor built while :func:`recording` is active, on the host and in a kernel
 (``tl.make_tensor_descriptor``, and a host descriptor as it reaches the kernel), and records each one that
-breaks a rule, before triton's own check runs; what triton does next is unchanged.  Host descriptors are
+breaks a rule, before triton's own check runs; what triton does next is unchanged.  A host descriptor's
+block is checked at the launch, not when it is built: launchers build one on a placeholder block and an
+autotuner's ``pre_hook`` sets the config's (Triton's tutorials 06 and 09: ``dummy_block = [1, 1]``).  Host descriptors are
 checked on a GPU too (:func:`recording` hooks them for its duration), so a verdict is the same on both.  The battery turns a
 record into an ``unsafe`` finding that names the rule.
 """
@@ -47,12 +49,14 @@ def recording() -> Iterator[list[DescriptorUse]]:
             host.restore()
 
 
-def record(where: str, address: int, itemsize: int, dtype: str, shape: Any, strides: Any, block_shape: Any) -> None:
-    """Check one descriptor and record it with every active recorder if it breaks a rule."""
+def record(where: str, address: int, itemsize: int, dtype: str, shape: Any, strides: Any, block_shape: Any,
+           check_block: bool = True) -> None:
+    """Check one descriptor and record it with every active recorder if it breaks a rule (its block's rule only
+    with ``check_block``: a host descriptor's block may still change before the launch)."""
     if not _recorders:
         return
     shape, strides, block = (tuple(int(v) for v in xs) for xs in (shape, strides, block_shape))
-    breaches = descriptor_breaches(int(address), itemsize, strides, block)
+    breaches = descriptor_breaches(int(address), itemsize, strides, block if check_block else None)
     if not breaches:
         return
     use = DescriptorUse(where, int(address), dtype, shape, strides, block, breaches)
@@ -69,9 +73,16 @@ def _value(handle: Any) -> int:
     return int(data.item() if hasattr(data, "item") else data)
 
 
+def _record_host(desc: Any, check_block: bool) -> None:
+    base = desc.base
+    if hasattr(base, "data_ptr") and hasattr(base, "element_size"):
+        record("host TensorDescriptor", base.data_ptr(), base.element_size(), str(base.dtype).replace("torch.", ""),
+               desc.shape, desc.strides, desc.block_shape, check_block)
+
+
 def _hook_host(patch: Patch) -> bool:
-    """Check every host ``TensorDescriptor`` as it is built (before triton's asserts), unless already hooked;
-    whether this call hooked it."""
+    """Check every host ``TensorDescriptor`` as it is built (before triton's asserts), and its block as a
+    kernel is launched with it, unless already hooked; whether this call hooked it."""
     try:
         from triton.tools.tensor_descriptor import TensorDescriptor
     except ImportError:  # a triton without tensor descriptors: nothing builds one
@@ -81,15 +92,29 @@ def _hook_host(patch: Patch) -> bool:
         return False
 
     def __post_init__(self: Any) -> None:
-        base = self.base
-        if hasattr(base, "data_ptr") and hasattr(base, "element_size"):
-            record("host TensorDescriptor", base.data_ptr(), base.element_size(),
-                   str(base.dtype).replace("torch.", ""), self.shape, self.strides, self.block_shape)
+        _record_host(self, check_block=False)
         host_check(self)
 
     __post_init__.checks_descriptors = True
     patch.set(TensorDescriptor, "__post_init__", __post_init__)
+    from triton.runtime import interpreter, jit
+
+    for cls in (jit.JITFunction, interpreter.InterpretedFunction):
+        _hook_launch(patch, cls, TensorDescriptor)
     return True
+
+
+def _hook_launch(patch: Patch, cls: type, descriptor_type: type) -> None:
+    """``cls.run`` checks the host descriptors among its arguments (their blocks final) before it launches."""
+    launch = cls.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for arg in (*args, *kwargs.values()):
+            if isinstance(arg, descriptor_type):
+                _record_host(arg, check_block=True)
+        return launch(self, *args, **kwargs)
+
+    patch.set(cls, "run", run)
 
 
 def apply(patch: Patch, target: TargetDevice) -> None:

@@ -17,6 +17,9 @@
   ``empty``/``zeros`` does not cover.
 - ``torch_hip``: ``torch.hip`` (which CPU wheels lack; older liger-kernel asks
   ``torch.hip.is_available()`` at import) says there is no HIP device.
+- ``vendor_blas``: ``triton._C.libtriton.nvidia.cublas.CublasLt`` (and hipBLAS's
+  ``HipblasLt``) is built without loading the library (Triton's tutorials 09 and 10 build
+  one at import where the backend says "cuda"); calling it raises.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from triton_conformance.compat._patch import Patch
 from triton_conformance.compat.target import TargetDevice
 
 __all__ = ["apply_device_context", "apply_device_properties", "apply_cuda_allocations", "apply_torch_hip",
-           "FakeDriver"]
+           "apply_vendor_blas", "FakeDriver"]
 
 
 def _is_cuda(device: Any) -> bool:
@@ -219,3 +222,28 @@ def apply_torch_hip(patch: Patch, target: TargetDevice) -> None:
     hip.is_available = lambda: False  # type: ignore[attr-defined]
     hip.device_count = lambda: 0  # type: ignore[attr-defined]
     patch.set(torch, "hip", hip)
+
+
+# ---------------------------------------------------------------------------- cuBLAS / hipBLAS handles
+class _NoVendorBlas:
+    """A cuBLAS / hipBLAS handle where the library cannot load (a CPU machine): built, never run."""
+
+    def __init__(self, workspace: Any = None, *args: Any) -> None:
+        self.workspace = workspace
+
+    def __getattr__(self, name: str) -> Any:
+        def unavailable(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"{type(self).__name__}.{name}: no vendor BLAS under the Triton interpreter "
+                               "(triton-conformance compat: the handle is a stand-in)")
+        return unavailable
+
+
+def apply_vendor_blas(patch: Patch, target: TargetDevice) -> None:
+    # Triton's tutorials build a CublasLt handle at import when the backend says "cuda" (which the
+    # device_properties shim answers); the real class dlopens libcublas there and fails on a CPU machine.
+    from triton._C import libtriton
+
+    for vendor, module, handle in (("nvidia", "cublas", "CublasLt"), ("amd", "hipblas", "HipblasLt")):
+        blas = getattr(getattr(libtriton, vendor, None), module, None)
+        if blas is not None and hasattr(blas, handle):
+            patch.set(blas, handle, type(handle, (_NoVendorBlas,), {}))

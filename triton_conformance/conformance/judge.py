@@ -240,11 +240,12 @@ class Judge:
         return None
 
     # -- gradients --------------------------------------------------------
-    def _oracle_autograd(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], backprop: Any) -> Any:
-        """``backprop(outputs, leaves)`` on the oracle's outputs for float64 copies of ``inputs``, the declared
-        gradients' copies the leaves; the user's reference raising is an :class:`OracleError`."""
+    def _oracle_autograd(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], backprop: Any,
+                         in_input_dtype: bool = False) -> Any:
+        """``backprop(outputs, leaves)`` on the oracle's outputs for float64 copies of ``inputs`` (or in their own
+        dtype), the declared gradients' copies the leaves; the user's reference raising is an OracleError."""
         names = self.subject.contract.backward.grads
-        copies = self.as_float64(inputs)
+        copies = {n: v.detach().clone() for n, v in inputs.items()} if in_input_dtype else self.as_float64(inputs)
         for n in names:
             copies[n].requires_grad_(True)
         try:
@@ -255,21 +256,22 @@ class Judge:
             raise_if_out_of_memory(exc, "in the oracle's float64 autograd")
             raise OracleError("oracle's float64 autograd", exc) from None
 
-    def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any]) -> tuple:
-        """Float64 autograd of the oracle on copies of ``inputs``: the declared gradients of
-        sum_i <output_i, grad_output_i> (``grad_output``: {output position: its grad_output}, or output 0's
-        alone), zeros for an input the outputs do not depend on."""
+    def oracle_gradients(self, inputs: Mapping[str, Any], grad_output: Any, scalars: Mapping[str, Any],
+                         in_input_dtype: bool = False) -> tuple:
+        """Float64 autograd of the oracle on copies of ``inputs`` (``in_input_dtype``: in their dtype, the
+        FlashAttention rule's reference): the declared gradients of sum_i <output_i, grad_output_i> (``grad_output``:
+        {output position: its grad_output}, or output 0's alone), zeros for an input the outputs do not reach."""
         gos = grad_outputs_by_position(grad_output)
 
         def backprop(refs: tuple, leaves: list) -> tuple:
             # An output the inputs do not reach adds nothing (unless none does: autograd then says so).
-            pairs = [(refs[p], g) for p, g in gos.items()]
+            pairs = [(refs[p], g.to(refs[p].dtype)) for p, g in gos.items()]
             pairs = [(r, g) for r, g in pairs if r.requires_grad] or pairs
             grads = torch.autograd.grad([r for r, _ in pairs], leaves, grad_outputs=[g for _, g in pairs],
                                         allow_unused=True)
             return tuple(torch.zeros_like(leaf) if g is None else g for leaf, g in zip(leaves, grads))
 
-        return self._oracle_autograd(inputs, scalars, backprop)
+        return self._oracle_autograd(inputs, scalars, backprop, in_input_dtype)
 
     def compare_gradients(self, inputs: Mapping[str, Any], grad_output: Any, dims: Mapping[str, int],
                           dtypes: Mapping[str, str], scalars: Mapping[str, Any], grads: tuple) -> Finding | None:
@@ -300,6 +302,11 @@ class Judge:
                 raise OracleError("backward error_scale", exc) from None
         magnitudes = self.gradient_magnitudes(inputs, scalars, gos)  # only for a gradient failing its bound
         contributions = _traced_once(lambda unit: self._gradient_shares(inputs, gos, scalars))  # only where one fails
+        lowps: list = []  # the gradients in the inputs' own dtype, once, if the rule asks (Tolerance(reference_k))
+
+        def lowp(i: int) -> Any:
+            lowps[:] = lowps or [self.oracle_gradients(inputs, grad_output, scalars, in_input_dtype=True)]
+            return lowps[0][i].to(torch.float64)
         for index, (name, grad, ref) in enumerate(zip(backward.grads, grads, refs)):
             if grad is None:
                 return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
@@ -318,7 +325,7 @@ class Judge:
                 return rule_for(self.subject).check(OutputCheck(
                     out=grad.detach(), ref=ref.detach(), bound=bound, name=f"grad {name}", inputs=inputs,
                     scalars=scalars, judge=self, magnitude=_at_unit(magnitudes, index, _unit_of(bound)),
-                    input_bound=at_input))
+                    input_bound=at_input, lowp=lambda i=index: lowp(i)))
 
             found = check(bound)
             if found is not None and len(gos) > 1 and bound.source.startswith("dtype"):  # a Tolerance stands

@@ -112,12 +112,14 @@ def _at_input_unit(magnitude: Any, low: Bound, m):
 
 
 def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``expected`` with each finite value past ``dtype``'s range replaced by the infinity rounding to
-    ``dtype`` makes of it: a correct kernel's fp16 result of -709,961 is -inf."""
+    """``expected`` with each finite value past ``dtype``'s range replaced by what rounding to ``dtype`` makes
+    of it: a correct kernel's fp16 result of -709,961 is -inf, its e4m3fn result of 597.7 is 448 (a format
+    without infinities saturates, as torch's cast and the GPU's ``cvt.rn.satfinite`` do)."""
     if not dtype.is_floating_point or dtype == torch.float64:
         return expected
     rounded = expected.to(dtype).to(torch.float64)
-    return torch.where(torch.isfinite(expected) & torch.isinf(rounded), rounded, expected)
+    past = torch.isfinite(expected) & (torch.isinf(rounded) | (expected.abs() > torch.finfo(dtype).max))
+    return torch.where(past, rounded, expected)
 
 
 def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: torch.Tensor | None,

@@ -201,6 +201,20 @@ def test_a_distinct_value_carries_the_largest_magnitude_of_the_elements_equal_to
     assert torch.equal(rows, torch.tensor([[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]], dtype=torch.float64))
 
 
+def test_a_run_of_equal_neighbours_carries_the_largest_magnitude_in_it():
+    x = torch.tensor([1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 1.0], dtype=torch.float64)
+    c = torch.tensor([1.0, 2.0, 1.0, 1.0, 3.0, 1.0, 1.0], dtype=torch.float64)
+    # x * c = [1, 2, 2, 2, 6, 3, 1]: runs [1], [2, 2, 2], [6], [3], [1]; each product's magnitude 2 |x c|
+    (m,) = magnitudes(lambda x: torch.unique_consecutive(x * c), x=x)
+    assert torch.equal(m, torch.tensor([2.0, 4.0, 12.0, 6.0, 2.0], dtype=torch.float64))
+    rows = torch.tensor([[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    (by_row,) = magnitudes(lambda x: torch.unique_consecutive(x * torch.tensor([[1.0], [2.0], [1.0]],
+                                                                                dtype=torch.float64), dim=1), x=rows)
+    assert torch.equal(by_row, 2 * (rows * torch.tensor([[1.0], [2.0], [1.0]], dtype=torch.float64)))  # no run
+    (by_col,) = magnitudes(lambda x: torch.unique_consecutive(x * 1, dim=0), x=rows)
+    assert torch.equal(by_col, torch.tensor([[2.0, 4.0], [6.0, 8.0]], dtype=torch.float64))  # rows 0 and 1: one run
+
+
 def test_a_rounded_quotient_near_a_step_allows_one_step_and_nowhere_else():
     # fp16's trunc(a / b) is 21 where float64's is 20 when a / b = 20.999 rounds to 21 in fp16
     a = torch.tensor([20.999, 20.5, -3.0001], dtype=torch.float64)

@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from triton_conformance.oracles.magnitude_selections import RULES as _PICKING
 from triton_conformance.oracles.magnitude_selections import apply as _picked
-from triton_conformance.oracles.tolerance import SAFETY_FACTOR
+from triton_conformance.oracles.magnitude_steps import step_height
 
 __all__ = ["LIBRARY_ULPS", "apply", "is_float", "op_name", "rule_of", "unit_roundoff"]
 
@@ -275,7 +275,7 @@ def _pointwise(func, values, vkwargs, mags, mkwargs, out, unit):
     if moving and _name(func) not in _AFFINE:
         second = _product_second_order(func, vflat, mflat, unit)
         total = _plus(total, _second_order(at, vflat, mflat, moving, unit, out) if second is None else second)
-    step = _step(_name(func), vflat, mflat, vkwargs, unit)
+    step = step_height(_name(func), vflat, mflat, vkwargs, unit, LIBRARY_ULPS)
     return total if step is None else _plus(total, step)
 
 
@@ -313,37 +313,6 @@ def _product_second_order(func, vflat, mflat, unit):
         return None
     s = unit * mflat[0].to(torch.float64) * mflat[1].to(torch.float64)
     return torch.where(torch.isfinite(s), s, torch.zeros_like(s))
-
-
-# Step functions: a rounding of their argument within its allowance of a step moves the result by a whole
-# step (fp16's trunc(a / b) is 21 where float64's is 20 when a / b = 20.99 rounds to 21).
-_STEPS = {"floor", "ceil", "round", "trunc", "div", "floor_divide", "remainder", "fmod"}
-
-
-def _step(name, vflat, mflat, vkwargs, unit):
-    """A step's height, as a magnitude (``height / (C * unit)``: an allowance of one step), where the
-    argument (``a / b`` for a division) lies within the allowance of its roundings, ``C * unit * (m - |arg|)``,
-    of a step; None for an op that is not a step function."""
-    if name not in _STEPS or (name == "div" and vkwargs.get("rounding_mode") is None):
-        return None
-    a, ma = vflat[0], (mflat[0].to(torch.float64) if is_float(mflat[0]) else 0.0)
-    height: Any = 1.0
-    kind = "round" if name == "round" else "trunc" if name in ("trunc", "fmod") or vkwargs.get(
-        "rounding_mode") == "trunc" else "ceil" if name == "ceil" else "floor"
-    if name in ("div", "floor_divide", "remainder", "fmod"):
-        b = torch.as_tensor(vflat[1], dtype=torch.float64, device=a.device)
-        mb = mflat[1].to(torch.float64) if is_float(mflat[1]) else 0.0
-        q = a / b
-        mq = (ma + q.abs() * mb) / b.abs() + LIBRARY_ULPS * q.abs()
-        if name in ("remainder", "fmod"):
-            height = b.abs()
-    else:
-        scale = 10.0 ** int(vkwargs.get("decimals", 0) or 0)
-        q, mq, height = a * scale, ma * scale, 1.0 / scale
-    distance = ((q - q.floor()) - 0.5).abs() if kind == "round" else torch.minimum(q - q.floor(), q.ceil() - q)
-    # The roundings behind the argument beyond its own size: an input, read exactly, moves no step.
-    near = (distance < SAFETY_FACTOR * unit * (mq - q.abs()).clamp_min(0)) & torch.isfinite(q)
-    return torch.where(near, height / (SAFETY_FACTOR * unit) * torch.ones_like(q), torch.zeros_like(q))
 
 
 def _second_order(at, vflat, mflat, moving, unit, out):

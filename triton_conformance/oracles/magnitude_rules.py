@@ -291,14 +291,13 @@ def _closed_tangent(func, vflat, i, m, out):
     name = _name(func)
     if (name, func._overloadname) not in _CLOSED:
         return None
-    other = vflat[1 - i] if i < 2 else None
     if name == "neg":
         tangent = -m
     elif name in ("add", "sub"):
         alpha = vflat[2] if len(vflat) > 2 else 1
         tangent = m if i == 0 else (alpha if name == "add" else -alpha) * m
     elif name == "mul":
-        tangent = other * m
+        tangent = vflat[1 - i] * m
     elif i == 0:  # a / b along a
         tangent = m / vflat[1]
     else:  # a / b along b: -a / b^2

@@ -62,7 +62,7 @@ def test_an_inf_gradient_from_fp16_intermediates_is_explained():
     assert found is not None and found.kind == "nan-mismatch", found
     verdict = found.details["precision"]
     assert verdict["achieved"] == "input-dtype" and verdict["special_positions"] == verdict["special_explained"] == 1
-    assert "where float16 intermediates overflow or underflow" in found.message
+    assert "where float16 intermediates overflow, underflow or cancel" in found.message
 
 
 def test_an_inf_gradient_that_no_fp16_evaluation_makes_is_worse():

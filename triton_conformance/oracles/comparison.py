@@ -148,8 +148,9 @@ def _special_verdict(mismatch: Mismatch, actual, expected, bound: Bound, rounded
     within = others is None or (others.precision or {}).get("achieved") == "input-dtype"
     found = {**(others.precision if others is not None and others.precision else {}), **base,
              "achieved": "input-dtype" if within else "worse"}
-    text = (f"NaN/inf at {counts['special_positions']} elements where {dtype} intermediates overflow or underflow "
-            f"(the oracle's steps, each rounded to {dtype}, give the same there); the other elements: "
+    text = (f"NaN/inf at {counts['special_positions']} elements where {dtype} intermediates overflow, underflow or "
+            f"cancel (the oracle's steps, each rounded to {dtype}, give the same NaN, inf or finite value there); "
+            "the other elements: "
             + ("within the bound" if others is None else others.message))
     return replace(mismatch, precision=found, message=f"{mismatch.message}; precision: {text}")
 

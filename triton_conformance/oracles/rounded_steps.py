@@ -7,7 +7,7 @@ for ``|t2| < 1.7e-4``, and returns -inf where float64 gives -10139.  Such an inf
 magnitudes can allow for, so :func:`.comparison.compare` asks instead whether the oracle's computation,
 every aten op's float result rounded to the input dtype (computed in float64, then rounded: overflow to
 inf, underflow to 0), makes the same inf or NaN there.  Where it does, the precision verdict explains it
-("where float16 intermediates overflow or underflow"); an inf that no such evaluation makes is worse.
+("where float16 intermediates overflow, underflow or cancel"); an inf that no such evaluation makes is worse.
 
 A composite op that the oracle calls as one aten op (``addcdiv`` itself, ``softmax``) rounds once, at its
 result: fewer roundings than a kernel may do, so the verdict errs towards "worse", never towards an

@@ -17,7 +17,8 @@ declaration, the same for every op:
   OpInfo's float dtypes (one dtype for all), ``layouts="any"``, and the OpInfo's
   domain as the first input's value range; its other arguments are fixed;
 - its dims are the sample's distinct sizes (size 1 stays 1), each a ``Dim``
-  whose range depends on the largest rank it appears in;
+  whose range depends on the largest rank it appears in, among the inputs and
+  the outputs;
 - the launcher is the op in the input dtype, the oracle the same op in float64;
   only the op's float outputs are compared;
 - a backward (every output backpropagated, each grad_output shaped as its output) where the
@@ -216,6 +217,13 @@ class Declaration:
             shapes_out = shape if shapes_out in (None, shape) else "varies"
         self.output = shapes_out[0] if shapes_out != "varies" and None not in shapes_out[0] else None
         self.outputs = () if shapes_out == "varies" else shapes_out  # every output's shape, for the backward
+        # A dim's range by the largest rank it appears in, outputs included: diag of 4096 is 4096^2.  An
+        # output size made of several dims (kron's A*C) gets every dim the rank-3 range.
+        for shape in self.outputs if shapes_out != "varies" else ():
+            rank_out = 3 if None in shape else min(max(len(shape), 1), 3)
+            for s in (self.dim_max if None in shape else shape):
+                if s in self.dim_max and s != "ONE":
+                    self.dim_max[s] = min(self.dim_max[s], DIM_MAX[rank_out])
         return None
 
     def has_backward(self, torch) -> bool:

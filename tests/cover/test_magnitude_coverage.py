@@ -201,6 +201,20 @@ def test_a_distinct_value_carries_the_largest_magnitude_of_the_elements_equal_to
     assert torch.equal(rows, torch.tensor([[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]], dtype=torch.float64))
 
 
+def test_a_run_of_equal_neighbours_carries_the_largest_magnitude_in_it():
+    x = torch.tensor([1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 1.0], dtype=torch.float64)
+    c = torch.tensor([1.0, 2.0, 1.0, 1.0, 3.0, 1.0, 1.0], dtype=torch.float64)
+    # x * c = [1, 2, 2, 2, 6, 3, 1]: runs [1], [2, 2, 2], [6], [3], [1]; each product's magnitude 2 |x c|
+    (m,) = magnitudes(lambda x: torch.unique_consecutive(x * c), x=x)
+    assert torch.equal(m, torch.tensor([2.0, 4.0, 12.0, 6.0, 2.0], dtype=torch.float64))
+    rows = torch.tensor([[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    (by_row,) = magnitudes(lambda x: torch.unique_consecutive(x * torch.tensor([[1.0], [2.0], [1.0]],
+                                                                                dtype=torch.float64), dim=1), x=rows)
+    assert torch.equal(by_row, 2 * (rows * torch.tensor([[1.0], [2.0], [1.0]], dtype=torch.float64)))  # no run
+    (by_col,) = magnitudes(lambda x: torch.unique_consecutive(x * 1, dim=0), x=rows)
+    assert torch.equal(by_col, torch.tensor([[2.0, 4.0], [6.0, 8.0]], dtype=torch.float64))  # rows 0 and 1: one run
+
+
 def test_a_rounded_quotient_near_a_step_allows_one_step_and_nowhere_else():
     # fp16's trunc(a / b) is 21 where float64's is 20 when a / b = 20.999 rounds to 21 in fp16
     a = torch.tensor([20.999, 20.5, -3.0001], dtype=torch.float64)
@@ -239,3 +253,27 @@ def test_the_precision_verdict_judges_a_step_at_the_input_dtypes_roundings():
     found = Judge(as_subject(contract)).compare({"a": a, "b": b}, {"N": 2}, {"a": "float16", "b": "float16"}, {},
                                                 (off,))
     assert found is not None and found.details["precision"]["achieved"] == "worse", found
+
+
+def test_the_closed_form_derivatives_give_what_forward_mode_ad_gives(monkeypatch):
+    # add/sub/mul/div/neg take their derivatives in closed form (cheaper); the magnitudes are forward-mode AD's
+    from triton_conformance.oracles import magnitude_rules
+
+    g = torch.Generator().manual_seed(3)
+    a, b = (torch.randn(4, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    c = torch.randn(5, generator=g, dtype=torch.float64) + 3
+
+    def oracle(a, b, c):
+        return (-(a * b) + torch.add(a, c, alpha=2) - torch.sub(b, 0.5, alpha=3) * 1.5) / c - (a / 4 + b).neg() * b
+
+    inputs = {"a": a, "b": b, "c": c}
+    go = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    closed = output_magnitudes(oracle, inputs, {})[0], gradient_magnitudes(oracle, inputs, {}, ("a", "b", "c"), go)
+    monkeypatch.setattr(magnitude_rules, "_CLOSED", set())
+    monkeypatch.setattr(magnitude_rules, "_product_second_order", lambda *args: None)
+    by_ad = output_magnitudes(oracle, inputs, {})[0], gradient_magnitudes(oracle, inputs, {}, ("a", "b", "c"), go)
+    assert not isinstance(closed[0], Unavailable) and not isinstance(closed[1], Unavailable), closed
+    # equal but for the finite second difference's own rounding (the closed form has none)
+    torch.testing.assert_close(closed[0], by_ad[0], rtol=1e-8, atol=0)
+    for x, y in zip(closed[1], by_ad[1]):
+        torch.testing.assert_close(x, y, rtol=1e-8, atol=0)

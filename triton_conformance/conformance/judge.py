@@ -23,15 +23,16 @@ import torch
 from triton_conformance.conformance.rejections import OracleError, as_tuple, clean_rejection, exception_text, rejection
 from triton_conformance.conformance.rules import OutputCheck, rule_for
 from triton_conformance.conformance.discards import raise_if_out_of_memory
+from triton_conformance.conformance.lazy import at_unit, nth, once, traced_once, unit_of
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.inputs import FP8_DTYPES
 from triton_conformance.model.outcomes import Finding
 from triton_conformance.model.subject import Subject
-from triton_conformance.oracles import magnitude
+from triton_conformance.oracles import magnitude, rounded_steps
 from triton_conformance.oracles.precision import Errors
 from triton_conformance.oracles.quantization import dequantized
 from triton_conformance.oracles.rounding import widened
-from triton_conformance.oracles.tolerance import SAFETY_FACTOR, Bound, default_bound
+from triton_conformance.oracles.tolerance import Bound, default_bound
 
 __all__ = ["Judge", "OracleError", "WorstErrors", "as_tuple", "claim_site", "claimed", "clean_rejection",
            "exception_text", "grad_outputs_by_position", "rejection"]
@@ -222,6 +223,8 @@ class Judge:
             return self.mask_policy(inputs, lowps[0][i].to(torch.float64))
 
         magnitudes = self.output_magnitudes(inputs, scalars)  # traced only for an output failing the bound
+        rounded = once(lambda: rounded_steps.rounded_outputs(self.subject.contract.oracle, self.as_float64(inputs),
+                                                              self.launched_scalars(scalars), _dtype(self, dtypes)))
 
         for i, (out, ref) in enumerate(zip(outputs, refs)):
             if not isinstance(out, torch.Tensor):
@@ -232,9 +235,10 @@ class Judge:
             bound = self.bound(dims, dtypes, out, ref, scale)
             found = rule.check(OutputCheck(out=out, ref=ref, bound=bound, name=name,
                                            inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i),
-                                           magnitude=_at_unit(magnitudes, i, _unit_of(bound)),
+                                           magnitude=at_unit(magnitudes, i, unit_of(bound)),
                                            input_bound=functools.partial(self.bound, dims, dtypes, out, ref, scale,
-                                                                         accumulate=self.input_dtype(dtypes))))
+                                                                         accumulate=self.input_dtype(dtypes)),
+                                           rounded=lambda i=i: nth(rounded(), i, lambda r: self.mask_policy(inputs, r))))
             if found is not None:
                 return found
         return None
@@ -301,12 +305,12 @@ class Judge:
             except Exception as exc:  # noqa: BLE001 - an error in the user's own declaration is theirs
                 raise OracleError("backward error_scale", exc) from None
         magnitudes = self.gradient_magnitudes(inputs, scalars, gos)  # only for a gradient failing its bound
-        contributions = _traced_once(lambda unit: self._gradient_shares(inputs, gos, scalars))  # only where one fails
-        lowps: list = []  # the gradients in the inputs' own dtype, once, if the rule asks (Tolerance(reference_k))
-
-        def lowp(i: int) -> Any:
-            lowps[:] = lowps or [self.oracle_gradients(inputs, grad_output, scalars, in_input_dtype=True)]
-            return lowps[0][i].to(torch.float64)
+        contributions = traced_once(lambda unit: self._gradient_shares(inputs, gos, scalars))  # only where one fails
+        rounded = once(lambda: rounded_steps.rounded_gradients(
+            contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars), backward.grads,
+            {p: g.detach().to(torch.float64) for p, g in gos.items()}, _dtype(self, dtypes)))
+        # The gradients in the inputs' own dtype, once, if the rule asks (Tolerance(reference_k)).
+        lowps = once(lambda: self.oracle_gradients(inputs, grad_output, scalars, in_input_dtype=True))
         for index, (name, grad, ref) in enumerate(zip(backward.grads, grads, refs)):
             if grad is None:
                 return Finding("wrong", "missing-gradient", f"no gradient for {name!r} (the backward returned None "
@@ -324,8 +328,9 @@ class Judge:
                       at_input: Any = at_input):
                 return rule_for(self.subject).check(OutputCheck(
                     out=grad.detach(), ref=ref.detach(), bound=bound, name=f"grad {name}", inputs=inputs,
-                    scalars=scalars, judge=self, magnitude=_at_unit(magnitudes, index, _unit_of(bound)),
-                    input_bound=at_input, lowp=lambda i=index: lowp(i)))
+                    scalars=scalars, judge=self, magnitude=at_unit(magnitudes, index, unit_of(bound)),
+                    input_bound=at_input, lowp=lambda i=index: lowps()[i].to(torch.float64),
+                    rounded=lambda: nth(rounded(), index)))
 
             found = check(bound)
             if found is not None and len(gos) > 1 and bound.source.startswith("dtype"):  # a Tolerance stands
@@ -355,7 +360,7 @@ class Judge:
         """A function of an output's index giving the magnitude of the terms behind each of its elements
         (:func:`~triton_conformance.oracles.magnitude.output_magnitudes`; traced once, on the first call:
         only an output that fails the plain bound needs it), or None where they cannot be traced."""
-        return _traced_once(lambda unit: magnitude.output_magnitudes(
+        return traced_once(lambda unit: magnitude.output_magnitudes(
             self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars), unit))
 
     def gradient_magnitudes(self, inputs: Mapping[str, Any], scalars: Mapping[str, Any], grad_output: Any):
@@ -363,7 +368,7 @@ class Judge:
         order), backpropagating ``grad_output`` ({output position: its grad_output}, or output 0's alone):
         pass ``functools.partial(it, i)`` to ``compare``."""
         gos = {p: g.detach().to(torch.float64) for p, g in grad_outputs_by_position(grad_output).items()}
-        return _traced_once(lambda unit: magnitude.gradient_magnitudes(
+        return traced_once(lambda unit: magnitude.gradient_magnitudes(
             self.subject.contract.oracle, self.as_float64(inputs), self.launched_scalars(scalars),
             self.subject.contract.backward.grads, gos, unit))
 
@@ -373,34 +378,7 @@ def grad_outputs_by_position(grad_output: Any) -> dict[int, Any]:
     return dict(grad_output) if isinstance(grad_output, Mapping) else {0: grad_output}
 
 
-def _unit_of(bound: Bound) -> float:
-    """The unit roundoff ``bound`` allows per unit of the terms' magnitude (``per_term = C * unit``): the
-    unit the magnitude pass counts in, so the roundings it counts at a fixed precision (a cast to bf16,
-    a scalar's to fp32) weigh what they weigh.  fp32's where the bound takes no magnitudes."""
-    return bound.per_term / SAFETY_FACTOR if bound.per_term > 0 else magnitude.FP32_UNIT
-
-
-def _at_unit(magnitudes: Any, i: int, unit: float):
-    """Output ``i``'s magnitudes counted in ``unit``, or in the unit asked for (the precision verdict asks
-    at the input dtype's: a step function's allowance depends on it)."""
-    return lambda at=unit: magnitudes(i, at)
-
-
-def _traced_once(trace: Any):
-    """``(i, unit) -> trace(unit)[i]``, calling ``trace`` at most once a unit (:class:`magnitude.Unavailable`
-    where it gave one, or too few)."""
-    done: dict = {}
-
-    def of(i: int, unit: float = magnitude.FP32_UNIT):
-        if unit not in done:
-            done[unit] = trace(unit)
-        mags = done[unit]
-        if isinstance(mags, magnitude.Unavailable):
-            return mags
-        if i >= len(mags):
-            return magnitude.Unavailable(f"the oracle gave {len(mags)} output(s) under magnitude tracking")
-        if mags[i] is None:
-            return magnitude.Unavailable("the traced gradient is None")
-        return mags[i]
-
-    return of
+def _dtype(judge: Judge, dtypes: Mapping[str, str]) -> torch.dtype:
+    """The example's input dtype, as the oracle's steps are rounded to it."""
+    dtype = getattr(torch, str(judge.input_dtype(dtypes)), None)
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32

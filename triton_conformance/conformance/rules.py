@@ -40,7 +40,8 @@ class OutputCheck:
       ``magnitude``: the magnitude of the terms behind each element of ``ref`` (lazily traced, or None
       where it cannot be: :mod:`~..oracles.magnitude`), which widens the bound where they cancel;
       ``input_bound``: the bound with intermediates in the input dtype (lazily), for the precision verdict
-      of an output that fails (:mod:`~..oracles.precision`).
+      of an output that fails (:mod:`~..oracles.precision`); ``rounded``: the oracle's output with every step
+      rounded to the input dtype (lazily, :mod:`~..oracles.rounded_steps`), for the verdict on NaN/inf positions.
     """
 
     out: Any
@@ -53,6 +54,7 @@ class OutputCheck:
     lowp: Callable[[], Any] = field(default=lambda: None)
     magnitude: Callable[[], Any] | None = None
     input_bound: Callable[[], Any] | None = None
+    rounded: Callable[[], Any] | None = None
 
 
 class JudgingRule:
@@ -79,7 +81,7 @@ class ToleranceRule(JudgingRule):
         worst = getattr(output.judge, "worst", None)  # the cell's worst error so far, pass or fail
         mismatch = compare(output.out, output.ref, output.bound, lowp=lowp, name=output.name,
                            magnitude=output.magnitude, input_bound=output.input_bound,
-                           observe=None if worst is None else worst.observe)
+                           observe=None if worst is None else worst.observe, rounded=output.rounded)
         if mismatch is None:
             return None
         return Finding("wrong", mismatch.kind, mismatch.message, mismatch.to_dict())

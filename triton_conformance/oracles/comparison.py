@@ -10,6 +10,7 @@ import torch
 
 from triton_conformance.oracles.magnitude import Unavailable
 from triton_conformance.oracles.precision import Errors, errors_of, more_precise, verdict
+from triton_conformance.oracles.rounded_steps import CLASSES, special_class
 from triton_conformance.oracles.tolerance import SAFETY_FACTOR, Bound
 
 __all__ = ["Mismatch", "compare"]
@@ -49,7 +50,8 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
             lowp: torch.Tensor | None = None, name: str = "out",
             magnitude: Callable[[], torch.Tensor | None] | torch.Tensor | None = None,
             input_bound: Callable[[], Bound | None] | Bound | None = None,
-            observe: Callable[[Errors], None] | None = None) -> Mismatch | None:
+            observe: Callable[[Errors], None] | None = None,
+            rounded: Callable[[], Any] | None = None) -> Mismatch | None:
     """None if ``actual`` matches ``expected`` (float64) within ``bound``; else a Mismatch.
 
     NaN positions, and ±inf positions with their signs, must match exactly, the oracle's taken as rounding
@@ -64,8 +66,14 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
     only when the output still fails: the mismatch then carries the precision verdict (:mod:`.precision`).
     ``observe``: told the output's worst error (:class:`~.precision.Errors`) under the bound that judged it,
     pass or fail.
+    ``rounded``: a function giving the oracle's output with every step rounded to the input dtype
+    (:mod:`.rounded_steps`), asked for only where NaN/inf positions differ: the precision verdict then says
+    whether that evaluation makes them too.
     """
     mismatch, errors = _compare(actual, expected, bound, lowp, name)
+    if mismatch is not None and mismatch.kind == "nan-mismatch" and rounded is not None:
+        return _special_verdict(mismatch, actual, expected, bound, rounded, input_bound, lambda a, e: compare(
+            a, e, bound, lowp, name, magnitude, input_bound, observe))
     m = None
     if mismatch is not None and mismatch.kind == "mismatch" and bound.per_term > 0 and magnitude is not None:
         m = magnitude() if callable(magnitude) else magnitude
@@ -111,6 +119,49 @@ def _at_input_unit(magnitude: Any, low: Bound, m):
     return again if isinstance(again, torch.Tensor) and again.shape == m.shape else m
 
 
+def _special_verdict(mismatch: Mismatch, actual, expected, bound: Bound, rounded, input_bound, rest) -> Mismatch:
+    """``mismatch`` (NaN/inf positions differ) with its precision verdict: explained where the oracle's steps,
+    each rounded to the input dtype, make the kernel's NaN or inf at every such position and the other
+    elements pass (or are within the input-dtype bound: ``rest``, the comparison without those positions);
+    else worse."""
+    low = input_bound() if callable(input_bound) else input_bound
+    dtype = low.accumulate if low is not None and low.accumulate else str(actual.dtype).replace("torch.", "")
+    r = rounded()
+    if not isinstance(r, torch.Tensor) or tuple(r.shape) != tuple(expected.shape):
+        why = r.reason if isinstance(r, Unavailable) else "no evaluation in the input dtype"
+        return replace(mismatch, message=f"{mismatch.message}; no precision verdict for NaN/inf ({why})")
+    a = actual.detach().to(torch.float64)
+    special = _special_positions(a, _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype))
+    kernel, steps = special_class(a), special_class(r.to(a.device))
+    unmade = special & (kernel != steps)
+    counts = {"special_positions": int(special.sum()), "special_explained": int((special & ~unmade).sum())}
+    base = {"claimed": bound.accumulate or dtype, "input": dtype, **counts}
+    if unmade.any():
+        idx = _first(unmade)
+        found = {"achieved": "worse", **base}
+        text = (f"{CLASSES[int(kernel[idx])]} at {idx} ({int(unmade.sum())} such elements), where the oracle's "
+                f"steps each rounded to {dtype} give {r[idx].item()!r}: wrong")
+        return replace(mismatch, precision=found, message=f"{mismatch.message}; precision: {text}")
+    zero = torch.zeros((), dtype=torch.float64, device=a.device)
+    others = rest(torch.where(special, zero, a).to(actual.dtype),
+                  torch.where(special, zero, expected.detach().to(a.device, torch.float64)))
+    within = others is None or (others.precision or {}).get("achieved") == "input-dtype"
+    found = {**(others.precision if others is not None and others.precision else {}), **base,
+             "achieved": "input-dtype" if within else "worse"}
+    text = (f"NaN/inf at {counts['special_positions']} elements where {dtype} intermediates overflow, underflow or "
+            f"cancel (the oracle's steps, each rounded to {dtype}, give the same NaN, inf or finite value there); "
+            "the other elements: "
+            + ("within the bound" if others is None else others.message))
+    return replace(mismatch, precision=found, message=f"{mismatch.message}; precision: {text}")
+
+
+def _special_positions(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """Where ``a`` and ``e`` differ in NaN, or in an infinity (its sign included)."""
+    nan_diff = torch.isnan(a) != torch.isnan(e)
+    inf_diff = (torch.isinf(a) | torch.isinf(e)) & ~(torch.isnan(a) | torch.isnan(e)) & (a != e)
+    return nan_diff | inf_diff
+
+
 def _overflowed(expected: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``expected`` with each finite value past ``dtype``'s range replaced by what rounding to ``dtype`` makes
     of it: a correct kernel's fp16 result of -709,961 is -inf, its e4m3fn result of 597.7 is 448 (a format
@@ -131,9 +182,7 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound, lowp: t
     a = actual.detach().to(torch.float64)  # on the kernel's device: a GPU compares large outputs faster
     e = _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype)
     total = a.numel()
-    nan_diff = torch.isnan(a) != torch.isnan(e)
-    inf_diff = (torch.isinf(a) | torch.isinf(e)) & ~(torch.isnan(a) | torch.isnan(e)) & (a != e)
-    special = nan_diff | inf_diff
+    special = _special_positions(a, e)
     if special.any():
         idx = _first(special)
         return Mismatch("nan-mismatch",

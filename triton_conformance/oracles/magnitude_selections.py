@@ -20,7 +20,7 @@ _INDEXED = {"cummax", "cummin", "kthvalue", "median", "nanmedian", "mode"}
 _POOLED = {"adaptive_max_pool2d": 2, "adaptive_max_pool3d": 3, "max_pool2d_with_indices": 2,
            "max_pool3d_with_indices": 3}
 # Distinct values (sorted): each is every element equal to it.
-_DISTINCT = {"_unique2", "unique_dim"}
+_DISTINCT = {"_unique2", "unique_dim", "unique_consecutive"}
 RULES = {"selection": _SELECTIONS, "sort": _SORTS, "indexed": _INDEXED, "pooled": _POOLED, "distinct": _DISTINCT}
 
 
@@ -106,6 +106,8 @@ def _distinct(name, values, vkwargs, mag, out):
     """``torch.unique`` (sorted): each distinct value carries the largest magnitude among the elements equal
     to it (NaNs, each distinct, carry none: they are compared exactly)."""
     x, picked = values[0], out[0]
+    if name == "unique_consecutive":
+        return _runs(x, values, vkwargs, mag, out)
     if name == "unique_dim" or x.numel() == 0:
         dim = values[1] if len(values) > 1 else vkwargs["dim"]
         if x.numel() == 0:
@@ -122,6 +124,26 @@ def _distinct(name, values, vkwargs, mag, out):
     best = torch.zeros(picked.shape, dtype=mag.dtype, device=mag.device)
     best = best.scatter_reduce(0, where[hit], mag.reshape(-1)[hit], "amax")
     return (best,) + tuple(out[1:])
+
+
+def _runs(x, values, vkwargs, mag, out):
+    """``torch.unique_consecutive``: each output is one run of equal neighbours (whole slices along ``dim``
+    where one is given), and carries the largest magnitude in its run."""
+    dim = values[3] if len(values) > 3 else vkwargs.get("dim")
+    if dim is None:
+        rows, m = x.reshape(-1, 1), mag.reshape(-1, 1)
+    else:
+        rows, m = x.movedim(dim, 0).reshape(x.shape[dim], -1), mag.movedim(dim, 0).reshape(x.shape[dim], -1)
+    if rows.shape[0] == 0:
+        return (torch.zeros_like(out[0], dtype=mag.dtype),) + tuple(out[1:])
+    new_run = torch.ones(rows.shape[0], dtype=torch.long, device=x.device)
+    new_run[1:] = (rows[1:] != rows[:-1]).any(-1).long()  # NaN != NaN: a NaN starts a run of its own
+    run = new_run.cumsum(0) - 1
+    best = torch.zeros((int(run[-1]) + 1, rows.shape[1]), dtype=mag.dtype, device=mag.device)
+    best = best.scatter_reduce(0, run[:, None].expand_as(m), m, "amax")
+    shape = out[0].shape if dim is None else out[0].movedim(dim, 0).shape
+    best = best.reshape(shape)
+    return (best if dim is None else best.movedim(0, dim),) + tuple(out[1:])
 
 
 _BY_RULE = {"selection": _selection, "distinct": _distinct, "sort": _sorted, "indexed": _indexed, "pooled": _pooled, "strided": _strided}

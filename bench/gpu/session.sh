@@ -197,7 +197,7 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
         servingfp8) ( cd examples/serving_fp8 && run_step servingfp8 "${SF_LIMIT:-150}" python3 -m triton_conformance.cli \
                         run --device cuda --profile nightly -n 4 --fresh --results "$L/serving_fp8/results.json" ) ;;
         tutorials) ( cd examples/triton_tutorials && run_step tutorials "${TUT_LIMIT:-420}" python3 -m triton_conformance.cli \
-                       run --device cuda --profile nightly -n 4 --fresh --results "$L/triton_tutorials/results.json" \
+                       run --device cuda --profile nightly -n "${TUT_N:-8}" --fresh --results "$L/triton_tutorials/results.json" \
                        ${TUT_K:+-- -k "$TUT_K"} ) ;;
         servingli) ( cd examples/serving_fp8 && run_step servingli "${SL_LIMIT:-90}" python3 large_index_check.py ) ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;

@@ -17,9 +17,8 @@ of times a cell:
   a shape of plain ints seen before reuses what was computed for it.
 
 The interpreter's wrapper of each ``tl`` builtin also stops copying its
-keywords per call, ``compat/fast_semantic.py`` answers the binary
-operations' type checks and broadcasts, and ``compat/fast_launch.py`` keeps
-each launch's scan of ``triton.language`` for its builtins.
+keywords per call, and ``compat/fast_semantic.py`` answers the binary
+operations' type checks and broadcasts.
 
 Each answer is what the original gives for the same argument (the originals
 run for anything the fast path does not recognise, so their errors are
@@ -30,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from triton_conformance.compat import fast_launch, fast_semantic
+from triton_conformance.compat import fast_semantic
 from triton_conformance.compat._patch import Patch
 from triton_conformance.compat.target import TargetDevice
 
@@ -56,7 +55,6 @@ def apply(patch: Patch, target: TargetDevice) -> None:
     if callable(init):
         patch.set(core.tensor, "__init__", _tensor_init(init, core))
     fast_semantic.apply(patch, interpreter, core)
-    fast_launch.apply(patch, interpreter, core)
 
 
 def _np_dtype_lookup(original: Any, tl: Any) -> Any:

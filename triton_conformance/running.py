@@ -104,7 +104,10 @@ def _pytest_argv(args: argparse.Namespace, *, xdist: bool) -> list[str]:
         argv += ["-p", "xdist", "-n", str(args.workers)]
     if not _plugin_installed():  # run from a checkout (e.g. a GPU machine where nothing installs)
         argv += ["-p", "triton_conformance.plugin"]
-    return argv + ["-q", "-rN"] + list(args.pytest_args)
+    # --assert=plain: verdicts come from the plugin's reports, not assert introspection, so pytest need not
+    # rewrite the ~240 plugin modules (in every pytest process, each run where bytecode is not cached, about
+    # 0.9 s of CPU each); the caller's own --assert, in pytest_args, comes later and wins.
+    return argv + ["-q", "-rN", "--assert=plain"] + list(args.pytest_args)
 
 
 def _pytest(command: str, argv: list[str], baseline: dict | None) -> int:

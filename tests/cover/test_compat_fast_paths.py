@@ -125,3 +125,45 @@ def test_a_kernel_computes_the_same_bits_with_the_fast_paths(dtype):
     assert compat.install(["fast_paths"]) == ("fast_paths",)
     assert torch.equal(run().view(torch.int16 if dtype == torch.float16 else torch.int32),
                        without.view(torch.int16 if dtype == torch.float16 else torch.int32))
+
+
+def _wrapped(patch_builtin, monkeypatch, pkg):
+    """(name, member) for each builtin ``patch_builtin`` hands to ``_patch_attr`` for ``pkg``, in order."""
+    seen = []
+    monkeypatch.setattr(interpreter, "_patch_attr", lambda obj, name, member, builder, scope:
+                        seen.append((obj, name, member)))
+    patch_builtin(pkg, interpreter.interpreter_builder, interpreter._LangPatchScope())
+    monkeypatch.undo()
+    assert all(obj is pkg for obj, _, _ in seen)
+    return [(name, member) for _, name, member in seen]
+
+
+@core.builtin
+def _extra(x, _semantic=None):
+    return x
+
+
+def test_a_launchs_builtins_are_the_original_scans_for_modules_classes_and_computed_modules(monkeypatch):
+    import types
+
+    original = interpreter._patch_builtin
+    assert compat.install(["fast_paths"]) == ("fast_paths",)
+    lean = interpreter._patch_builtin
+    assert lean is not original
+
+    def same(pkg):
+        want = _wrapped(original, monkeypatch, pkg)
+        assert _wrapped(lean, monkeypatch, pkg) == want, pkg
+        return want
+
+    for pkg in (tl, tl.math, core, tl.tensor, core.tensor_descriptor_base):
+        assert same(pkg)
+    with monkeypatch.context() as m:
+        m.setattr(tl, "aa_extra", _extra, raising=False)  # a builtin more, first by name
+        m.setattr(tl, "sum", lambda *a, **k: None)  # a builtin rebound to a plain function
+        names = [name for name, _ in same(tl)]
+        assert names[0] == "aa_extra" and "sum" not in names and names == sorted(names)
+    computed = types.ModuleType("computed")  # members from __getattr__/__dir__: the original's scan
+    computed.__getattr__ = lambda name: _extra if name == "one" else (_ for _ in ()).throw(AttributeError(name))
+    computed.__dir__ = lambda: ["one"]
+    assert same(computed) == [("one", _extra)]

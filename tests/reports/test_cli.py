@@ -88,3 +88,15 @@ def test_bad_files_exit_with_the_usage_status_and_the_reason(files, capsys, bad,
 def test_html_path_for():
     assert html_path_for("a/results.json") == "a/results.html"
     assert html_path_for("a/results") == "a/results.html"
+
+
+def test_run_does_not_rewrite_asserts_unless_the_caller_asks(monkeypatch):
+    """pytest's assertion rewriting of the plugin's modules is start-up cost no conformance verdict uses; a
+    caller's own --assert, after ``--``, still decides (pytest takes the last)."""
+    seen: list[list[str]] = []
+    monkeypatch.setattr("triton_conformance.running._pytest", lambda command, argv, baseline: seen.append(argv) or 0)
+    assert main(["run", "--cell", "add"]) == 0
+    assert main(["run", "--cell", "add", "--", "--assert=rewrite"]) == 0
+    plain, asked = seen
+    assert [a for a in plain if a.startswith("--assert")] == ["--assert=plain"]
+    assert [a for a in asked if a.startswith("--assert")][-1] == "--assert=rewrite"

@@ -31,8 +31,8 @@ __all__ = ["SHIMS", "TargetDevice", "DEFAULT_TARGET", "install", "uninstall", "i
 SHIMS: dict[str, str] = {
     "nested_calls": "a @triton.jit function called inside a kernel does not patch triton.language again: the "
                     "launch did",
-    "fast_paths": "the interpreter's dtype, constexpr and block-shape bookkeeping answered from what it computed "
-                  "before (the same answers, without rebuilding them per operation)",
+    "fast_paths": "the interpreter's dtype, constexpr, block-shape and broadcast bookkeeping answered from what it "
+                  "computed before or with plain ints (the same answers, without rebuilding them per operation)",
     "libdevice": "triton.language.extra.libdevice functions (None under the interpreter) computed with numpy",
     "autotune": "@triton.autotune: the autotuner's own pruning, then the first surviving config, untimed",
     "device_context": "torch.cuda.device(...) / torch.cpu.device(...) contexts are no-ops for CPU tensors",

@@ -17,7 +17,10 @@ of times a cell:
   a shape of plain ints seen before reuses what was computed for it.
 
 The interpreter's wrapper of each ``tl`` builtin also stops copying its
-keywords per call.
+keywords per call, its scan of a module for builtins (each launch) reads the
+module's globals instead of ``inspect.getmembers``, and
+``compat/fast_semantic.py`` answers the binary operations' type checks and
+broadcasts.
 
 Each answer is what the original gives for the same argument (the originals
 run for anything the fast path does not recognise, so their errors are
@@ -26,8 +29,11 @@ unchanged); ``tests/cover/test_compat_fast_paths.py`` holds them side by side.
 
 from __future__ import annotations
 
+import operator
+import types
 from typing import Any
 
+from triton_conformance.compat import fast_semantic
 from triton_conformance.compat._patch import Patch
 from triton_conformance.compat.target import TargetDevice
 
@@ -52,6 +58,10 @@ def apply(patch: Patch, target: TargetDevice) -> None:
     init = vars(core.tensor).get("__init__")
     if callable(init):
         patch.set(core.tensor, "__init__", _tensor_init(init, core))
+    patch_builtin = getattr(interpreter, "_patch_builtin", None)
+    if callable(patch_builtin) and callable(getattr(interpreter, "_patch_attr", None)):
+        patch.set(interpreter, "_patch_builtin", _patch_builtin_lean(patch_builtin, interpreter, core))
+    fast_semantic.apply(patch, interpreter, core)
 
 
 def _np_dtype_lookup(original: Any, tl: Any) -> Any:
@@ -163,6 +173,24 @@ def _tensor_init(original: Any, core: Any) -> Any:
 
     return __init__
 
+
+
+def _patch_builtin_lean(original: Any, interpreter: Any, core: Any) -> Any:
+    """``interpreter._patch_builtin``, which every launch calls for ``tl``, ``tl.math`` and ``tl.core``: a plain
+    module's builtins are its globals' in name order (what ``inspect.getmembers`` lists for one, sorted, without
+    fetching each again); a class, or a module that computes its members, is scanned by the original."""
+    module = types.ModuleType
+    by_name = operator.itemgetter(0)
+
+    def _patch_builtin(pkg: Any, builder: Any, scope: Any) -> None:
+        names = vars(pkg) if type(pkg) is module else None
+        if names is None or "__dir__" in names or "__getattr__" in names:
+            return original(pkg, builder, scope)
+        is_builtin = core.is_builtin
+        for name, member in [item for item in sorted(names.items(), key=by_name) if is_builtin(item[1])]:
+            interpreter._patch_attr(pkg, name, member, builder, scope)
+
+    return _patch_builtin
 
 
 def _patch_attr_lean(interpreter: Any) -> Any:

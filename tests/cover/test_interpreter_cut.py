@@ -25,6 +25,7 @@ from triton_conformance.conformance.runner import run_cell
 from triton_conformance.conformance.search import interpreter_cost
 from triton_conformance.conformance.search.interpreter_cost import CUT_FINDING, ProgramCut, metering_cost
 from triton_conformance.model.config import PROFILES, RunConfig
+from triton_conformance.reports.terminal import slowest_lines
 
 
 @triton.jit
@@ -95,6 +96,9 @@ def test_a_long_program_is_cut_and_the_cell_says_so_while_shorter_draws_are_judg
     assert "(the first cut after" in result.message and "of _looping_kernel" in result.message, result.message
     assert result.details["interpreter_cost"]["cut"] == cut
     assert result.details["interpreter_cost"]["spent"] <= TIGHT.interpreter_cost + 1_000
+    over = result.details["over-cost_discarded"]
+    assert slowest_lines([result])[2].endswith(f"{over} over the interpreter's cost allowance (discarded), "
+                                               f"{cut} cut halfway through a program (discarded)"), slowest_lines([result])
 
 
 def test_the_cut_names_the_program_and_its_operations():

@@ -135,3 +135,19 @@ def test_a_normal_kernel_s_cells_are_the_same_with_the_cut_as_without(cell, monk
     strip = lambda r: (r.outcome, r.finding, r.examples, r.message, r.details)  # noqa: E731
     assert strip(with_cut) == strip(without)
     assert with_cut.passed and with_cut.examples > 1
+
+
+def test_a_call_after_a_long_first_program_may_not_pass_the_pool_either():
+    meter = interpreter_cost.CostMeter(pool=10_000, share=100, examples=1)
+    meter.start_example(calls=2)
+    meter.start_call()
+    meter.launch(1, "k")
+    meter.program((0, 0, 0))
+    meter.charge(7_000)  # the first call's one program runs past its part (4,950), within the pool
+    meter.start_call()
+    assert meter.limit == 10_000, meter.limit  # not 7,384 + 4,950: what the pool holds is the bound
+    meter.launch(2, "k")
+    meter.program((0, 0, 0))
+    meter.charge(1_500)
+    with pytest.raises(interpreter_cost.OverCost):
+        meter.program((1, 0, 0))  # projected to 10,896: past the pool, within the uncapped 12,334

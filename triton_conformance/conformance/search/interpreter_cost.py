@@ -149,8 +149,8 @@ class CostMeter:
         a call is stopped before, not after, the calls it shares the example with are paid; the
         repeats of a call that found something, past the calls expected, get as much again)."""
         self._close_launch()
-        if not self.stopped:
-            self.limit = self.spent + self.allowance // self.calls
+        if not self.stopped:  # never past the pool: an earlier call's first program may have run long
+            self.limit = min(self.pool, self.spent + self.allowance // self.calls)
 
     def _close_example(self) -> None:
         self._close_launch()

@@ -164,9 +164,12 @@ class CostMeter:
             self.widest = max(self.widest, self.programs)
         self.programs = self.done = 0
 
-    def stop(self, estimate: int, where: str = "") -> None:
+    def _halt(self) -> None:
         self.over += 1
         self.stopped, self.limit = True, -1  # until the next example (a launcher that swallowed it launches again)
+
+    def stop(self, estimate: int, where: str = "") -> None:
+        self._halt()
         share = f"; one of {self.calls} calls" if self.calls > 1 else ""
         raise OverCost(self.subject, estimate, self.allowance // self.calls, where or f"{self.kernel} over a grid "
                        f"of {self.programs:,} programs, after {self.done:,} of them{share}")
@@ -194,10 +197,9 @@ class CostMeter:
         where = (f"cut after {self.ops - self.program_ops:,} operations ({units:,} units) in program {self.pid} of "
                  f"{self.kernel} (a grid of {self.programs:,} programs): the cell's pool of {self.pool:,} units ran "
                  f"out inside it")
-        self.over += 1
+        self._halt()
         self.cuts += 1
         self.first_cut = self.first_cut or where
-        self.stopped, self.limit = True, -1
         raise ProgramCut(self.subject, where)
 
     def launch(self, programs: int, kernel: str) -> None:

@@ -69,7 +69,8 @@ def test_hazards_are_recorded_and_the_other_subjects_are_untouched(pytester: pyt
     compile_error = hazardous[("hazard_compile", "layout:contiguous")]
     assert compile_error["finding"] == "static-assert"
     assert "tile operands exceed shared memory" in compile_error["message"]
-    assert hazardous[("hazard_hang", "layout:contiguous")]["finding"] == "timeout"
+    # The wall clock or the interpreter's cut, whichever comes first: a hang is a timeout either way.
+    assert hazardous[("hazard_hang", "layout:contiguous")]["finding"] in ("timeout", "interpreter-cut")
 
     # Every other cell: present in both runs, with the same verdict.
     others = {k: v for k, v in hazardous.items() if not k[0].startswith("hazard_")}

@@ -30,7 +30,7 @@ import torch
 from triton_conformance.conformance import memory_bound
 
 __all__ = ["ExampleDiscarded", "DiscardReason", "REASONS", "reason", "COMPILE_BUDGET", "NO_COMPILED_CLASS",
-           "OVER_MEMORY", "DEVICE_MEMORY", "OVER_COST", "PRUNED", "OutOfMemory", "out_of_memory",
+           "OVER_MEMORY", "DEVICE_MEMORY", "OVER_COST", "CUT", "PRUNED", "OutOfMemory", "out_of_memory",
            "raise_if_out_of_memory", "discarding_out_of_memory"]
 
 
@@ -59,6 +59,7 @@ NO_COMPILED_CLASS = "no-compiled-class"
 OVER_MEMORY = "over-memory"
 DEVICE_MEMORY = "device-memory"
 OVER_COST = "over-cost"
+CUT = "cut"
 PRUNED = "pruned"
 
 REASONS: dict[str, DiscardReason] = {r.name: r for r in (
@@ -73,6 +74,8 @@ REASONS: dict[str, DiscardReason] = {r.name: r for r in (
                   "this cell's example does not fit the machine's memory"),
     DiscardReason(OVER_COST, "over-cost_discarded", "over the interpreter's cost allowance",
                   "the interpreter's cost allowance was used before this cell"),
+    DiscardReason(CUT, "cut_discarded", "cut halfway through one program, the cell's interpreted work spent",
+                  "one program of this cell's example spent the interpreter's cost pool before it ended"),
     DiscardReason(PRUNED, "pruned_discarded", "where the kernel's own pruning drops the pinned config",
                   "the kernel's own pruning drops the pinned config"),
 )}

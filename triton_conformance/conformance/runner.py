@@ -30,8 +30,8 @@ from triton_conformance.conformance.observe import NO_OBSERVER, Observer
 from triton_conformance.conformance.results import cell_result, skipped
 from triton_conformance.conformance.search.allowance import Allowance
 from triton_conformance.conformance.search.context import CellContext
-from triton_conformance.conformance.discards import ExampleDiscarded
-from triton_conformance.conformance.search.interpreter_cost import cost_details
+from triton_conformance.conformance.discards import CUT, ExampleDiscarded
+from triton_conformance.conformance.search.interpreter_cost import cost_details, cut_result
 from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.conformance.triton_path import launch_note
 from triton_conformance.model.config import RunConfig
@@ -104,7 +104,10 @@ def run_cell(
                 with subject_scopes(context):
                     result = run_kind(kind.run, context, value)  # an exception that escapes the kind: its judge
             except ExampleDiscarded as exc:  # an unsearched cell whose one example a budget could not pay for
-                result = skipped(subject, cell, f"{exc.skips}: {exc}", code=f"discard:{exc.reason}")
+                if exc.reason == CUT and allowance.meter is not None:  # a hang is never a silent skip
+                    result = cut_result(subject, cell, allowance.meter)
+                else:
+                    result = skipped(subject, cell, f"{exc.skips}: {exc}", code=f"discard:{exc.reason}")
             except OracleError as exc:
                 result = cell_result(subject, cell, "oracle-error", str(exc), finding="oracle-raised",
                                      details={"traceback": exc.traceback})

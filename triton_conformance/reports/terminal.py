@@ -80,7 +80,8 @@ def skip_lines(results: Iterable[CellResult]) -> list[str]:
 
 def slowest_lines(results: Iterable[Any], n: int = SLOWEST) -> list[str]:
     """The ``n`` slowest cells: duration, examples, and the examples discarded as over the interpreter's cost
-    allowance (none if no cell ran: every one skipped before it started, or no results)."""
+    allowance, and how many of those were cut inside a program (none if no cell ran: every one skipped before
+    it started, or no results)."""
     cells = [_as_dict(r) for r in results]
     timed = sorted((c for c in cells if float(c.get("duration_s") or 0) > 0),
                    key=lambda c: (-float(c["duration_s"]), c.get("subject", ""), c.get("cell", "")))
@@ -93,6 +94,8 @@ def slowest_lines(results: Iterable[Any], n: int = SLOWEST) -> list[str]:
         over = (c.get("details") or {}).get("over-cost_discarded") or \
             ((c.get("details") or {}).get("interpreter_cost") or {}).get("stopped")
         note = f", {over} over the interpreter's cost allowance (discarded)" if over else ""
+        cut = (c.get("details") or {}).get("cut_discarded")
+        note += f", {cut} cut halfway through a program (discarded)" if cut else ""
         name = cell_id(c.get("subject"), c.get("cell"))
         lines.append(f"  {name.ljust(width)}{float(c['duration_s']):7.1f} s  {c.get('outcome')}, "
                      f"{int(c.get('examples') or 0)} examples{note}")

@@ -22,7 +22,8 @@ from triton_conformance.conformance.expectation import (
 from triton_conformance.conformance import memory_bound
 from triton_conformance.conformance.results import cell_result, failed, reproducer, skipped
 from triton_conformance.conformance.search.allowance import gib
-from triton_conformance.conformance.discards import DEVICE_MEMORY, OVER_MEMORY, REASONS
+from triton_conformance.conformance.discards import CUT, DEVICE_MEMORY, OVER_MEMORY, REASONS
+from triton_conformance.conformance.search.interpreter_cost import cut_result
 from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.search.engine import Draw, ExampleRunner, SearchOutcome, search
 from triton_conformance.conformance.search.shrink import Shrunk, second_search, shrink
@@ -80,6 +81,8 @@ def _discard_words(context: CellContext) -> list[str]:
             words.append(f"{n} discarded {REASONS[name].says} ({gib(allowance.memory_cap)})")
         elif name == "compile-budget":
             words.append(f"{n} discarded {REASONS[name].says} ({allowance.compile_budget})")
+        elif name == CUT and allowance.meter is not None:
+            words.append(f"{n} discarded {REASONS[name].says} (the first {allowance.meter.first_cut})")
         elif name == DEVICE_MEMORY and memory_bound.current() is not None:
             words.append(f"{n} discarded {REASONS[name].says} (inside the worker's memory bound: "
                          f"{memory_bound.current().describe()})")
@@ -114,6 +117,8 @@ def _assembled(context: CellContext, runner: ExampleRunner, outcome: SearchOutco
     if error is not None:
         return cell_result(subject, cell, "crash", f"hypothesis could not search this cell: {error}",
                            finding="search-error")
+    if examples == 0 and discards.get(CUT) and allowance.meter is not None:
+        return cut_result(subject, cell, allowance.meter, budget_details)  # a hang is never a silent skip
     if examples == 0 and discards:
         if set(discards) == {OVER_MEMORY}:
             reason = (f"every draw would need more than the per-example memory cap ({gib(allowance.memory_cap)}); "

@@ -26,8 +26,19 @@ tells the cell's :class:`~.allowance.Allowance` how many calls an example
 makes: two for a deterministic contract) is stopped there: :class:`OverCost`,
 an :class:`~triton_conformance.conformance.discards.ExampleDiscarded`, which the one search and its shrinker
 discard and count (``over-cost``) instead of running it.  A later program that loops for
-long is stopped once its spend passes the allowance; a launch's first program
-never is (a kernel that never ends is a timeout, not a discarded example).
+long is stopped once its spend passes the allowance.
+
+**The cut.**  A launch's first program may run past its call's allowance (it is
+what the projection learns from, and a long program the pool can pay for is
+still judged), but never past the cell's pool: one whose spend would pass what
+the pool holds is **cut** there, halfway (:class:`ProgramCut`, discarded as
+``cut``), after more than an example's share inside that one program (less is
+an ordinary ``over-cost`` stop of a pool nearly spent).  So a cell's interpreted
+work never passes its pool, and a hang is not a silent discard: the cut names
+the kernel, the program and the operations it ran, the cell's result says so
+(``details["interpreter_cost"]["cut"]``), and a cell that judged no example
+because a program was cut is a ``timeout`` (:func:`cut_result`), as the wall
+clock would have made it, only sooner and the same on every machine.
 
 **The allowance.**  Each cell has a pool (``Profile.interpreter_cost``); an
 example may spend its share (``Profile.interpreter_example_cost``), or, while
@@ -53,10 +64,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from triton_conformance.conformance.discards import OVER_COST, ExampleDiscarded
+from triton_conformance.conformance.discards import CUT, OVER_COST, ExampleDiscarded
+from triton_conformance.conformance.results import cell_result
 
-__all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "CostMeter",
-           "metering_cost", "cost_details", "active_meter"]
+__all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "ProgramCut",
+           "CostMeter", "metering_cost", "cost_details", "cut_result", "active_meter", "CUT_FINDING"]
 
 # The weights, fitted to the interpreter's times on a 2-core CPU (docs/benchmarks.md): an operation's
 # Python overhead dwarfs numpy's per-element work until its block holds about 16k elements.
@@ -75,6 +87,17 @@ class OverCost(ExampleDiscarded):
                          f"over its allowance of {allowance:,} ({where})")
         self.subject, self.allowance, self.where = subject, allowance, where
         self.estimate = estimate
+
+
+class ProgramCut(ExampleDiscarded):
+    """One program ran the cell's pool out halfway, after more than an example's share: cut there, discarded."""
+
+    def __init__(self, subject: str, where: str):
+        super().__init__(CUT, f"{subject}: {where}")
+        self.subject, self.where = subject, where
+
+
+CUT_FINDING = "interpreter-cut"  # the finding of a cell that judged nothing because a program was cut
 
 
 @dataclass
@@ -100,6 +123,12 @@ class CostMeter:
     launch_start: int = 0
     kernel: str = ""
     launches: int = 0  # Triton launches the cell made (none: the launcher took a non-Triton path)
+    ops: int = 0  # interpreted operations the cell ran (TensorHandles made)
+    pid: tuple = ()  # the current program's id
+    program_start: int = 0  # the spend, and the operations, when the current program started
+    program_ops: int = 0
+    cuts: int = 0  # programs cut halfway (examples discarded as ``cut``)
+    first_cut: str = ""  # where the first was cut
 
     def __post_init__(self) -> None:
         self.start_example()
@@ -120,8 +149,8 @@ class CostMeter:
         a call is stopped before, not after, the calls it shares the example with are paid; the
         repeats of a call that found something, past the calls expected, get as much again)."""
         self._close_launch()
-        if not self.stopped:
-            self.limit = self.spent + self.allowance // self.calls
+        if not self.stopped:  # never past the pool: an earlier call's first program may have run long
+            self.limit = min(self.pool, self.spent + self.allowance // self.calls)
 
     def _close_example(self) -> None:
         self._close_launch()
@@ -135,19 +164,43 @@ class CostMeter:
             self.widest = max(self.widest, self.programs)
         self.programs = self.done = 0
 
-    def stop(self, estimate: int, where: str = "") -> None:
+    def _halt(self) -> None:
         self.over += 1
         self.stopped, self.limit = True, -1  # until the next example (a launcher that swallowed it launches again)
+
+    def stop(self, estimate: int, where: str = "") -> None:
+        self._halt()
         share = f"; one of {self.calls} calls" if self.calls > 1 else ""
         raise OverCost(self.subject, estimate, self.allowance // self.calls, where or f"{self.kernel} over a grid "
                        f"of {self.programs:,} programs, after {self.done:,} of them{share}")
 
     def charge(self, units: int) -> None:
         self.spent += units
-        # A launch's first program is never stopped halfway: it is what the projection learns from, and
-        # one that never ends is a hang, which the cell's timeout must see (not an example discarded).
-        if self.spent > self.limit and self.done > 1:
-            self.stop(self.spent - self.example_start)
+        if self.spent > self.limit:
+            if self.done > 1:
+                self.stop(self.spent - self.example_start)
+            elif self.spent > self.pool:  # a first program may pass its call's part, never the cell's pool
+                self.cut()
+
+    def operation(self, elements: int) -> None:
+        self.ops += 1
+        self.charge(HANDLE_COST + (elements >> ELEMENT_SHIFT))
+
+    def cut(self) -> None:
+        """Stop the current program halfway: the pool ran out inside it.  After more than an example's share
+        in this one program, a cut (:class:`ProgramCut`, naming where); after less, the pool was nearly
+        spent when it started: an ordinary over-cost stop."""
+        units = self.spent - self.program_start
+        if units <= self.share:
+            self.stop(self.spent - self.example_start, f"{self.kernel}: the cell's pool of {self.pool:,} units ran "
+                      f"out in program {self.pid} of a grid of {self.programs:,}")
+        where = (f"cut after {self.ops - self.program_ops:,} operations ({units:,} units) in program {self.pid} of "
+                 f"{self.kernel} (a grid of {self.programs:,} programs): the cell's pool of {self.pool:,} units ran "
+                 f"out inside it")
+        self._halt()
+        self.cuts += 1
+        self.first_cut = self.first_cut or where
+        raise ProgramCut(self.subject, where)
 
     def launch(self, programs: int, kernel: str) -> None:
         self._close_launch()
@@ -156,7 +209,7 @@ class CostMeter:
         self.charge(LAUNCH_COST)
         self.launch_start = self.spent
 
-    def program(self) -> None:
+    def program(self, pid: tuple = ()) -> None:
         done = self.done
         if done:
             so_far = self.spent - self.launch_start
@@ -164,12 +217,16 @@ class CostMeter:
             if projected > self.limit:
                 self.stop(projected - self.example_start)
         self.done = done + 1
+        self.pid, self.program_start, self.program_ops = pid, self.spent, self.ops
         self.spent += PROGRAM_COST
 
     def summary(self) -> dict[str, int]:
         self._close_example()
-        return {"spent": self.spent, "pool": self.pool, "share": self.share, "stopped": self.over,
-                "largest_example": self.largest, "widest_launch": self.widest}
+        figures = {"spent": self.spent, "pool": self.pool, "share": self.share, "stopped": self.over,
+                   "largest_example": self.largest, "widest_launch": self.widest}
+        if self.cuts:
+            figures.update(cut=self.cuts, first_cut=self.first_cut)
+        return figures
 
 
 _ACTIVE: list[CostMeter] = []  # the innermost metered cell last
@@ -221,13 +278,13 @@ def _install(interpreter: Any, builder: Any, handle: Any) -> None:
 
     def metered_set_grid_idx(self: Any, x: Any, y: Any, z: Any) -> Any:
         if _ACTIVE:
-            _ACTIVE[-1].program()
+            _ACTIVE[-1].program((x, y, z))
         return set_idx(self, x, y, z)
 
     def metered_post_init(self: Any) -> None:
         post_init(self)
         if _ACTIVE:
-            _ACTIVE[-1].charge(HANDLE_COST + (getattr(self.data, "size", 1) >> ELEMENT_SHIFT))
+            _ACTIVE[-1].operation(getattr(self.data, "size", 1))
 
     def metered_patch_lang(fn: Any) -> Any:
         if _ACTIVE:
@@ -281,3 +338,11 @@ def cost_details(result: Any, meter: CostMeter | None) -> Any:
     if meter is None or not meter.over:
         return result
     return replace(result, details={**(result.details or {}), "interpreter_cost": meter.summary()})
+
+
+def cut_result(subject: Any, cell: str, meter: CostMeter, details: dict | None = None) -> Any:
+    """The result of a cell that judged no example because a program was cut: a ``timeout``, saying where
+    (a program that never ends and one too long for the interpreter look the same to a count)."""
+    return cell_result(subject, cell, "timeout", f"no example judged: {meter.first_cut} ({meter.cuts} cut; a "
+                       "program that never ends, or one too long for the interpreter)", finding=CUT_FINDING,
+                       details=dict(details or {}))

@@ -18,7 +18,8 @@ declaration, the same for every op:
   domain as the first input's value range; its other arguments are fixed;
 - its dims are the sample's distinct sizes (size 1 stays 1), each a ``Dim``
   whose range depends on the largest rank it appears in, among the inputs and
-  the outputs;
+  the outputs, and starts at the smallest size the op runs at (1, or more
+  where its fixed arguments need it: ``kthvalue``'s k);
 - the launcher is the op in the input dtype, the oracle the same op in float64;
   only the op's float outputs are compared;
 - a backward (every output backpropagated, each grad_output shaped as its output) where the
@@ -162,6 +163,7 @@ class Declaration:
         self.dim_max = {s: (1 if s == "ONE" else DIM_MAX[r]) for s, r in rank.items()}
         self.domain = tuple(getattr(op, "domain", (None, None)) or (None, None))
         self.skip = self._probe(torch)
+        self.dim_min = self._smallest(torch) if self.skip is None else 1
 
     def call(self, tensors, torch):
         args = list(self.args)
@@ -225,6 +227,21 @@ class Declaration:
                 if s in self.dim_max and s != "ONE":
                     self.dim_max[s] = min(self.dim_max[s], DIM_MAX[rank_out])
         return None
+
+    def _smallest(self, torch) -> int:
+        """The smallest size every dim may take: 1, or the first size at which the op runs where its fixed
+        arguments need more (``kthvalue``'s k, ``gradient``'s edge_order + 1)."""
+        generator = torch.Generator().manual_seed(3)
+        for size in range(1, 9):
+            dims = {s: (1 if m == 1 else min(m, size)) for s, m in self.dim_max.items()}
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self.call(self._draw(dims, torch.float32, torch, generator), torch)
+                return size
+            except Exception:  # noqa: BLE001 - too small for the op's fixed arguments: one larger
+                continue
+        return 1
 
     def has_backward(self, torch) -> bool:
         """Whether the declaration has a backward: grad_output is shaped by dims (an output dim of 1 that
@@ -300,7 +317,7 @@ class Declaration:
             else:
                 extra["dtypes"] = self.dtypes
             inputs[name] = Tensor(shape, layouts="any", **extra)
-        dims = {s: Dim(1, m) for s, m in self.dim_max.items()}
+        dims = {s: Dim(1 if m == 1 else min(self.dim_min, m), m) for s, m in self.dim_max.items()}
         backward = None
         if self.has_backward(torch):
             from triton_conformance import Backward

@@ -34,6 +34,10 @@ STATIC_ASSERT_INTERPRETER = (
     "    assert cond, msg\nAssertionError: too big\n\nThe above exception was the direct cause of the following:\n"
     "triton.runtime.errors.InterpreterError: AssertionError('too big')\n")
 
+# Tutorial 06's warp-specialized causal forward on an H200, triton 3.6: the pybind error of a failed pass.
+MLIR_PASS_FAILED = ('  File "/site-packages/triton/backends/nvidia/compiler.py", line 316, in make_ttgir\n'
+                    "    pm.run(mod, 'make_ttgir')\nRuntimeError: PassManager::run failed\n")
+
 
 @pytest.mark.parametrize(("text", "kind"), [
     (OUT_OF_SHARED, "out-of-resources"),
@@ -41,11 +45,12 @@ STATIC_ASSERT_INTERPRETER = (
     (STATIC_ASSERT_INTERPRETER, "static-assert"),
     ("triton.compiler.errors.CompilationError: at 1:0: unsupported tensor index\n", "compilation-error"),
     ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n", "ptxas-error"),
+    (MLIR_PASS_FAILED, "pass-failed"),
     ("ValueError: x.shape=(3,), expected ...\n", None),
     ("RuntimeError: my launcher mentions CompilationError in passing\n", None),
     ("", None),
 ], ids=["out-of-shared-memory", "static-assert-cuda", "static-assert-interpreter", "compilation-error", "ptxas",
-        "plain-exception", "mention-is-not-a-raise", "empty"])
+        "mlir-pass", "plain-exception", "mention-is-not-a-raise", "empty"])
 def test_compile_error_kind_reads_the_raised_exception(text: str, kind: str | None) -> None:
     assert compile_error_kind(text) == kind
 

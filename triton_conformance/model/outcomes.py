@@ -58,7 +58,7 @@ OUTCOME_TABLE: tuple[Outcome, ...] = (
     Outcome("crash", "C", "#e0701a", False, "broken",
             "an exception, abort or lost CUDA context on an input inside the contract"),
     Outcome("compile-error", "K", "#b5651d", False, "broken",
-            "the kernel failed to compile (shared memory, registers, static_assert, ptxas)"),
+            "the kernel failed to compile (shared memory, registers, static_assert, ptxas, an MLIR pass)"),
     Outcome("timeout", "T", "#e0b21a", False, "broken", "the cell did not finish in time"),
     Outcome("skipped", ".", "#d4d4d4", True, "skipped",
             "the cell does not apply to this contract or back end (the reason says why)"),
@@ -91,6 +91,8 @@ _COMPILE_ERRORS = (
     (re.compile(r"^(?:triton\.[\w.]*\.)?CompileTimeAssertionFailure\b", re.M), "static-assert"),
     (re.compile(r", in _new_static_assert\n", re.M), "static-assert"),
     (re.compile(r"^(?:triton\.[\w.]*\.)?CompilationError\b", re.M), "compilation-error"),
+    # An MLIR pass of triton's pipeline failed (its diagnostic goes to stderr; the exception says only this).
+    (re.compile(r"^RuntimeError: PassManager::run failed$", re.M), "pass-failed"),
 )
 # Errors after which the process's CUDA context is unusable: (text, finding kind).
 _CUDA_POISON = (
@@ -108,8 +110,9 @@ def compile_error_kind(text: str) -> str | None:
     """The finding kind if ``text`` (a traceback or message) shows a kernel that failed to compile.
 
     Matches ``OutOfResources`` (shared memory or registers), ``PTXASError``,
-    ``CompilationError`` and its ``CompileTimeAssertionFailure``, and under the
-    interpreter a failed ``tl.static_assert``.
+    ``CompilationError`` and its ``CompileTimeAssertionFailure``, a failed MLIR
+    pass (``PassManager::run failed``), and under the interpreter a failed
+    ``tl.static_assert``.
     """
     for pattern, kind in _COMPILE_ERRORS:
         if pattern.search(text or ""):

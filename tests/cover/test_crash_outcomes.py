@@ -206,6 +206,24 @@ def test_executor_turns_a_passing_cell_that_lost_its_context_into_a_crash() -> N
     assert executor._pool.retired == 1
 
 
+def test_executor_names_the_lost_context_behind_a_search_error() -> None:
+    # Tutorial 06's in-kernel descriptor on a misaligned q, on an H200: the fault raised in the example, and
+    # hypothesis's replay on the dead context was discarded ("Inconsistent results from replaying").
+    spec = {"dims": {"N": 3}, "dtypes": {"x": "float32"}, "layouts": {}, "scalars": {}, "values": "ordinary",
+            "mask": None, "seed": 0}
+    value = CellResult(subject="doubler", family="toy", cell="layout:offset", outcome="crash",
+                       finding="search-error", message="hypothesis could not search this cell: Inconsistent results "
+                       "from replaying a test case!", duration_s=1.5,
+                       details={"context_lost": "AcceleratorError: CUDA error: misaligned address"}).to_dict()
+    executor = CellExecutor(RunConfig(device="cuda"))
+    executor._pool = _FakePool(("result", value, spec))
+    result = executor.run(_subject(), "layout:offset")
+    assert (result.outcome, result.finding) == ("crash", "misaligned-address")
+    assert "the CUDA context was lost" in result.message and "Inconsistent" in result.details["search_error"]
+    assert result.counterexample.spec == spec and "doubler" in result.reproducer and result.duration_s == 1.5
+    assert executor._pool.retired == 1
+
+
 def test_classify_ignores_a_dead_workers_stderr() -> None:
     died = _crash("worker process died (signal SIGSEGV); its last output:\n" + OUT_OF_SHARED, "", "process-died")
     assert (classify(died).outcome, classify(died).finding) == ("crash", "process-died")

@@ -36,7 +36,7 @@ CATEGORIES = [
      "messageRegex": "(?s)unsafe: .*", "matchedStatuses": ["failed"]},
     {"name": "crash: an exception, abort or lost CUDA context on an input inside the contract",
      "messageRegex": "(?s)crash: .*", "matchedStatuses": ["broken"]},
-    {"name": "compile-error: the kernel failed to compile (shared memory, registers, static_assert, ptxas, an MLIR pass)",
+    {"name": "compile-error: the kernel failed to compile (shared memory, registers, static_assert, ptxas)",
      "messageRegex": "(?s)compile-error: .*", "matchedStatuses": ["broken"]},
     {"name": "timeout: the cell did not finish in time", "messageRegex": "(?s)timeout: .*",
      "matchedStatuses": ["broken"]},

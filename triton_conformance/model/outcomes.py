@@ -58,7 +58,7 @@ OUTCOME_TABLE: tuple[Outcome, ...] = (
     Outcome("crash", "C", "#e0701a", False, "broken",
             "an exception, abort or lost CUDA context on an input inside the contract"),
     Outcome("compile-error", "K", "#b5651d", False, "broken",
-            "the kernel failed to compile (shared memory, registers, static_assert, ptxas, an MLIR pass)"),
+            "the kernel failed to compile (shared memory, registers, static_assert, ptxas)"),
     Outcome("timeout", "T", "#e0b21a", False, "broken", "the cell did not finish in time"),
     Outcome("skipped", ".", "#d4d4d4", True, "skipped",
             "the cell does not apply to this contract or back end (the reason says why)"),

@@ -34,6 +34,10 @@ STATIC_ASSERT_INTERPRETER = (
     "    assert cond, msg\nAssertionError: too big\n\nThe above exception was the direct cause of the following:\n"
     "triton.runtime.errors.InterpreterError: AssertionError('too big')\n")
 
+# Tutorial 06's warp-specialized causal forward on an H200, triton 3.6: the pybind error of a failed pass.
+MLIR_PASS_FAILED = ('  File "/site-packages/triton/backends/nvidia/compiler.py", line 316, in make_ttgir\n'
+                    "    pm.run(mod, 'make_ttgir')\nRuntimeError: PassManager::run failed\n")
+
 
 @pytest.mark.parametrize(("text", "kind"), [
     (OUT_OF_SHARED, "out-of-resources"),
@@ -41,11 +45,12 @@ STATIC_ASSERT_INTERPRETER = (
     (STATIC_ASSERT_INTERPRETER, "static-assert"),
     ("triton.compiler.errors.CompilationError: at 1:0: unsupported tensor index\n", "compilation-error"),
     ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n", "ptxas-error"),
+    (MLIR_PASS_FAILED, "pass-failed"),
     ("ValueError: x.shape=(3,), expected ...\n", None),
     ("RuntimeError: my launcher mentions CompilationError in passing\n", None),
     ("", None),
 ], ids=["out-of-shared-memory", "static-assert-cuda", "static-assert-interpreter", "compilation-error", "ptxas",
-        "plain-exception", "mention-is-not-a-raise", "empty"])
+        "mlir-pass", "plain-exception", "mention-is-not-a-raise", "empty"])
 def test_compile_error_kind_reads_the_raised_exception(text: str, kind: str | None) -> None:
     assert compile_error_kind(text) == kind
 
@@ -198,6 +203,24 @@ def test_executor_turns_a_passing_cell_that_lost_its_context_into_a_crash() -> N
     executor._pool = _FakePool(("result", value, None))
     result = executor.run(_subject(), "memory")
     assert (result.outcome, result.finding) == ("crash", "device-assert")
+    assert executor._pool.retired == 1
+
+
+def test_executor_names_the_lost_context_behind_a_search_error() -> None:
+    # Tutorial 06's in-kernel descriptor on a misaligned q, on an H200: the fault raised in the example, and
+    # hypothesis's replay on the dead context was discarded ("Inconsistent results from replaying").
+    spec = {"dims": {"N": 3}, "dtypes": {"x": "float32"}, "layouts": {}, "scalars": {}, "values": "ordinary",
+            "mask": None, "seed": 0}
+    value = CellResult(subject="doubler", family="toy", cell="layout:offset", outcome="crash",
+                       finding="search-error", message="hypothesis could not search this cell: Inconsistent results "
+                       "from replaying a test case!", duration_s=1.5,
+                       details={"context_lost": "AcceleratorError: CUDA error: misaligned address"}).to_dict()
+    executor = CellExecutor(RunConfig(device="cuda"))
+    executor._pool = _FakePool(("result", value, spec))
+    result = executor.run(_subject(), "layout:offset")
+    assert (result.outcome, result.finding) == ("crash", "misaligned-address")
+    assert "the CUDA context was lost" in result.message and "Inconsistent" in result.details["search_error"]
+    assert result.counterexample.spec == spec and "doubler" in result.reproducer and result.duration_s == 1.5
     assert executor._pool.retired == 1
 
 

@@ -91,6 +91,8 @@ _COMPILE_ERRORS = (
     (re.compile(r"^(?:triton\.[\w.]*\.)?CompileTimeAssertionFailure\b", re.M), "static-assert"),
     (re.compile(r", in _new_static_assert\n", re.M), "static-assert"),
     (re.compile(r"^(?:triton\.[\w.]*\.)?CompilationError\b", re.M), "compilation-error"),
+    # An MLIR pass of triton's pipeline failed (its diagnostic goes to stderr; the exception says only this).
+    (re.compile(r"^RuntimeError: PassManager::run failed$", re.M), "pass-failed"),
 )
 # Errors after which the process's CUDA context is unusable: (text, finding kind).
 _CUDA_POISON = (
@@ -108,8 +110,9 @@ def compile_error_kind(text: str) -> str | None:
     """The finding kind if ``text`` (a traceback or message) shows a kernel that failed to compile.
 
     Matches ``OutOfResources`` (shared memory or registers), ``PTXASError``,
-    ``CompilationError`` and its ``CompileTimeAssertionFailure``, and under the
-    interpreter a failed ``tl.static_assert``.
+    ``CompilationError`` and its ``CompileTimeAssertionFailure``, a failed MLIR
+    pass (``PassManager::run failed``), and under the interpreter a failed
+    ``tl.static_assert``.
     """
     for pattern, kind in _COMPILE_ERRORS:
         if pattern.search(text or ""):

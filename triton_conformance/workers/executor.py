@@ -129,10 +129,18 @@ class CellExecutor:
             result = CellResult.from_dict(value)
             if result.outcome in RETIRE_AFTER or "context_lost" in result.details:
                 self._pool.retire()
-            if "context_lost" in result.details and result.passed:
-                lost = result.details["context_lost"]
+            lost = result.details.get("context_lost")
+            if lost is not None and result.passed:
                 result = replace(result, outcome="crash", finding=cuda_poison_kind(lost),
                                  message=f"the CUDA context was lost in this cell: {lost}")
+            elif lost is not None and result.finding == "search-error":
+                # Hypothesis replayed the failing example on the dead context and called the search
+                # inconsistent: the lost context is the finding, on the example last running.
+                finding = Finding("crash", cuda_poison_kind(lost) or "cuda-error",
+                                  f"the CUDA context was lost in this cell: {lost}")
+                lost_cell = self._lost_cell(subject, cell, finding, last_spec)
+                result = replace(lost_cell, duration_s=result.duration_s,
+                                 details=dict(result.details, search_error=result.message))
             return result
         # The worker did not answer with a result: whatever state it is in, replace it.
         self._pool.retire()

@@ -215,12 +215,8 @@ class Judge:
                 raise OracleError("error_scale", ValueError(
                     f"it returned {len(scales)} scale(s) for the oracle's {len(refs)} output(s), expected one each"))
         rule = rule_for(self.subject)
-        lowps: list = []  # the oracle in the inputs' own dtype, evaluated once if a rule asks for it
-
-        def lowp(i: int) -> Any:
-            if not lowps:
-                lowps.append(self.oracle(inputs, scalars, in_input_dtype=True))
-            return self.mask_policy(inputs, lowps[0][i].to(torch.float64))
+        # The oracle in the inputs' own dtype, evaluated once if a rule asks for it (Tolerance(reference_k)).
+        lowps = once(lambda: self.oracle(inputs, scalars, in_input_dtype=True))
 
         magnitudes = self.output_magnitudes(inputs, scalars)  # traced only for an output failing the bound
         rounded = once(lambda: rounded_steps.rounded_outputs(self.subject.contract.oracle, self.as_float64(inputs),
@@ -234,7 +230,8 @@ class Judge:
             name = where + (f"output[{i}]" if len(outputs) > 1 else "output")
             bound = self.bound(dims, dtypes, out, ref, scale)
             found = rule.check(OutputCheck(out=out, ref=ref, bound=bound, name=name,
-                                           inputs=inputs, scalars=scalars, judge=self, lowp=lambda i=i: lowp(i),
+                                           inputs=inputs, scalars=scalars, judge=self,
+                                           lowp=lambda i=i: self.mask_policy(inputs, lowps()[i].to(torch.float64)),
                                            magnitude=at_unit(magnitudes, i, unit_of(bound)),
                                            input_bound=functools.partial(self.bound, dims, dtypes, out, ref, scale,
                                                                          accumulate=self.input_dtype(dtypes)),

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from triton_conformance.plugin.splitting import MIN_PART_CELLS, split_subjects
+from triton_conformance.plugin.splitting import MIN_PART_CELLS, makespan, split_subjects
 
 
 def _cells(subject: str, n: int) -> list[tuple[str, str]]:
@@ -13,8 +13,8 @@ def _cells(subject: str, n: int) -> list[tuple[str, str]]:
 
 def test_a_subject_over_a_workers_share_is_cut_into_consecutive_parts_of_equal_cost():
     cells = _cells("long", 40) + [(f"s{i}", "c") for i in range(20)]  # 60 cells, 4 workers: 15 a worker
-    plan = split_subjects(cells, 4)
-    assert list(plan) == ["long"] and [len(p) for p in plan["long"]] == [13, 14, 13]
+    plan = split_subjects(cells, 4)  # parts of at most half a worker's share (7.5), but no more than 4
+    assert list(plan) == ["long"] and [len(p) for p in plan["long"]] == [10, 10, 10, 10]
     assert [c for part in plan["long"] for c in part] == [c for _, c in _cells("long", 40)]  # in catalogue order
 
 
@@ -36,6 +36,7 @@ def test_a_small_subject_is_never_cut_however_long_it_takes():
 def test_nothing_is_cut_for_one_worker_or_a_balanced_run():
     assert split_subjects(_cells("a", 40), 1) == {}
     assert split_subjects(_cells("a", 20) + _cells("b", 20), 2) == {}  # each is one worker's share
+    assert makespan([20, 20], 2) == 20 and makespan([5, 4, 3, 3, 3], 2) == 10  # costliest first: 5+3, 4+3+3
 
 
 def test_the_scheduler_gives_each_part_its_scope_and_hands_out_the_costliest_first(monkeypatch):
@@ -54,12 +55,13 @@ def test_the_scheduler_gives_each_part_its_scope_and_hands_out_the_costliest_fir
     sched._split(collection)
     assert shared == [("long", [c for _, c in _cells("long", 40)])]  # told before any cell runs
     scopes = [sched._split_scope(n) for n in collection]
-    assert scopes[0] == "conformance:long#1" and scopes[39] == "conformance:long#3" and scopes[40] == "conformance:s0"
+    assert scopes[0] == "conformance:long#1" and scopes[39] == "conformance:long#4" and scopes[40] == "conformance:s0"
     sched.collection, sched.workqueue = collection, OrderedDict()
     for nodeid, scope in zip(collection, scopes):
         sched.workqueue.setdefault(scope, {})[nodeid] = False
     sent = []
     monkeypatch.setattr(LoadScopeScheduling, "_assign_work_unit", lambda self, node: sent.append(next(iter(self.workqueue))))
     sched._assign_work_unit(None)  # xdist's own then pops the queue's first unit
-    # The parts (14, 13 and 13 cells) before the 20 one-cell subjects, the largest first.
-    assert sent == ["conformance:long#2"] and list(sched.workqueue)[:3] == [f"conformance:long#{i}" for i in (2, 1, 3)]
+    # The four parts of 10 cells before the 20 one-cell subjects (ties in collection order).
+    assert sent == ["conformance:long#1"] and list(sched.workqueue)[:4] == [f"conformance:long#{i}" for i in (1, 2, 3, 4)]
+    assert list(sched.workqueue)[4] == "conformance:s0"

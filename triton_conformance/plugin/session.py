@@ -99,9 +99,7 @@ class ConformanceSession:
         elif run.seed is None and not run.profile.derandomize:
             run = replace(run, seed=random.randrange(2**32))
         self.run = run
-        # A pytest-xdist worker runs no cell itself: on the interpreter its cell workers start as forks of it.
-        self.executor = CellExecutor(run, sanitizer=settings.sanitizer(config, run.device, run.isolation),
-                                     fork=workerinput is not None)
+        self.executor = CellExecutor(run, sanitizer=settings.sanitizer(config, run.device, run.isolation))
         self.results: dict[str, CellResult] = {}
         self.subjects: list = []
         self.import_failures: list = []  # ImportFailure: modules that raised while importing

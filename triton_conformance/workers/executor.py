@@ -81,15 +81,12 @@ class CellExecutor:
     """Runs cells for one pytest process, isolating them when asked to.
 
     ``sanitizer`` (a :class:`~.sanitizer.Sanitizer`, process isolation only)
-    runs every cell in its own worker under compute-sanitizer.  ``fork``: on the
-    interpreter, start workers by forking this process (:mod:`.forking`), for a
-    process that has imported the battery and runs no cell itself.
+    runs every cell in its own worker under compute-sanitizer.
     """
 
-    def __init__(self, config: RunConfig, *, sanitizer=None, fork: bool = False):
+    def __init__(self, config: RunConfig, *, sanitizer=None):
         self.config = config
         self.sanitizer = sanitizer
-        self.fork = fork and sanitizer is None and config.device == "interpreter"
         self._pool = None
         self._backend = None
 
@@ -117,8 +114,7 @@ class CellExecutor:
     def _new_pool(self):  # noqa: ANN202
 
         if self.sanitizer is None:
-            return WorkerPool(self.config.device, compat=self.config.compat, memory=self.config.worker_memory,
-                              fork=self.fork)
+            return WorkerPool(self.config.device, compat=self.config.compat, memory=self.config.worker_memory)
 
         return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix,
                           compat=self.config.compat, memory=self.config.worker_memory)

@@ -73,7 +73,7 @@ _COMMAND = (sys.executable, "-m", "triton_conformance.workers.worker")
 
 class _Worker:
     def __init__(self, device: str, modules: list[str], env: dict[str, str], prefix: tuple[str, ...] = (),
-                 compat: tuple[str, ...] | None = None, memory: str | int | None = None, fork: bool = False):
+                 compat: tuple[str, ...] | None = None, memory: str | int | None = None):
         self._stderr = tempfile.TemporaryFile()
         self._fifo_dir: str | None = None
         self._start_error: str | None = None
@@ -82,15 +82,10 @@ class _Worker:
         else:
             to_child_r, self._to_child = os.pipe()
             self._from_child, from_child_w = os.pipe()
-            if fork:
-                from triton_conformance.workers.forking import fork_worker
-
-                self.proc = fork_worker(to_child_r, from_child_w, self._stderr, env)
-            else:
-                self.proc = subprocess.Popen(
-                    [*_COMMAND, str(to_child_r), str(from_child_w)], pass_fds=(to_child_r, from_child_w),
-                    stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr, env=env,
-                )
+            self.proc = subprocess.Popen(
+                [*_COMMAND, str(to_child_r), str(from_child_w)], pass_fds=(to_child_r, from_child_w),
+                stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr, env=env,
+            )
             os.close(to_child_r)
             os.close(from_child_w)
         if self._start_error is None:
@@ -235,16 +230,12 @@ class WorkerPool:
       (``compute-sanitizer ...``), or None;
     - ``compat``: the interpreter compatibility layer's shims each worker installs (None: all);
     - ``memory``: each worker's memory bound (:attr:`RunConfig.worker_memory`; None: no bound).
-      ``memory_bound`` is the last worker's, as it applied it (a dict), or None;
-    - ``fork``: start each worker by forking this process (:mod:`.forking`; the interpreter only, no prefix).
+      ``memory_bound`` is the last worker's, as it applied it (a dict), or None.
     """
 
     def __init__(self, device: str, *, env: dict[str, str] | None = None,
                  prefix: Callable[[], tuple[str, ...]] | None = None, compat: tuple[str, ...] | None = None,
-                 memory: str | int | None = None, fork: bool = False):
-        if fork and (prefix is not None or device != "interpreter"):
-            raise ValueError(f"WorkerPool: fork=True needs the interpreter and no prefix (device {device!r})")
-        self.fork = fork
+                 memory: str | int | None = None):
         self.device = device
         self.compat = compat
         self.memory = memory
@@ -261,8 +252,7 @@ class WorkerPool:
                 self._worker.close()
                 self.restarts += 1
             prefix = self._prefix() if self._prefix is not None else ()
-            self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat, self.memory,
-                                   fork=self.fork)
+            self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat, self.memory)
         return self._worker
 
     def call(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:

@@ -13,7 +13,7 @@ CPU time of the process tree, user + system), from this checkout's root:
 - ``collection``: one pytest process collecting the battery (its imports, the
   subjects and the environment check), as each xdist worker does;
 - ``cell worker``: from a process that has the battery imported (as an xdist
-  worker) to a cell worker's answer, spawned and, on the interpreter, forked;
+  worker) to a new cell worker's answer;
 - ``N at once``: ``--workers`` battery imports (with a CUDA context on cuda)
   started together, until the last is done: what N workers sharing the host's
   cores pay at once.
@@ -80,19 +80,19 @@ def _median(repeats: int, argvs: list[list[str]]) -> tuple[float, float]:
     return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
-def _cell_worker(device: str, fork: bool, repeats: int) -> float:
+def _cell_worker(device: str, repeats: int) -> float:
     """Median wall from asking a new cell worker for its back end to its answer, in this process."""
     from triton_conformance.workers.isolation import WorkerPool
 
     walls = []
     for _ in range(repeats):
-        pool = WorkerPool(device, fork=fork)
+        pool = WorkerPool(device)
         start = time.perf_counter()
         status, value, _ = pool.call({"op": "backend"}, 300)
         walls.append(time.perf_counter() - start)
         pool.close()
         if status != "result":
-            raise SystemExit(f"cell worker ({'fork' if fork else 'spawn'}): {status} {value}")
+            raise SystemExit(f"cell worker: {status} {value}")
     return statistics.median(walls)
 
 
@@ -122,9 +122,7 @@ def main(argv: list[str]) -> None:
     rows.append((f"{args.workers} battery imports at once" + (" with a context" if args.device == "cuda" else ""),
                  wall, cpu))
     import_battery(args.device)  # this process now stands for an xdist worker, the battery imported
-    rows.append(("cell worker, spawned", _cell_worker(args.device, False, args.repeats), float("nan")))
-    if args.device == "interpreter":
-        rows.append(("cell worker, forked", _cell_worker(args.device, True, args.repeats), float("nan")))
+    rows.append(("cell worker", _cell_worker(args.device, args.repeats), float("nan")))
     print(f"start-up phases on {args.device}, median of {args.repeats} (wall s, CPU s of the process tree):")
     for name, wall, cpu in rows:
         print(f"  {name:<45} {wall:7.2f} s wall  {cpu:7.2f} s CPU")

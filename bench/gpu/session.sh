@@ -30,6 +30,7 @@
 #                 nightly profile; servingli: its large_index_check.py (2^31 + 1024 elements per quantizer)
 #   tutorials     examples/triton_tutorials (Triton's tutorials 01-09 at c147f098; carry
 #                 examples/triton_tutorials/sources) on CUDA, nightly profile; TUT_K [all] a pytest -k selection
+#   tutchecks     bench/gpu/tutorial_cuda_checks.py size1, ln-grad, ws-causal, assume-broadcast (one process each)
 #   opdb          torch's float op_db ops declared generically (bench/opdb_calibration.py) on CUDA, OPDB_PROCS [14]
 #                 shards side by side, fresh seeds for OPDB_MINUTES [3.2] each (bench/gpu/opdb_shards.sh)
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
@@ -199,6 +200,10 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
         tutorials) ( cd examples/triton_tutorials && run_step tutorials "${TUT_LIMIT:-420}" python3 -m triton_conformance.cli \
                        run --device cuda --profile nightly -n "${TUT_N:-8}" --fresh --results "$L/triton_tutorials/results.json" \
                        ${TUT_K:+-- -k "$TUT_K"} ) ;;
+        tutchecks) for check in size1 ln-grad ws-causal assume-broadcast; do
+                       ( cd examples/triton_tutorials && run_step "tutcheck_$check" 120 python3 \
+                             ../../bench/gpu/tutorial_cuda_checks.py "$check" )
+                   done ;;
         servingli) ( cd examples/serving_fp8 && run_step servingli "${SL_LIMIT:-90}" python3 large_index_check.py ) ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;
         *) note "unknown step $step" ;;

@@ -41,8 +41,9 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
      "run only shard K of N (K/N, 1 <= K <= N): a stable split of the subjects, each subject's cells together; "
      "the other shards' cells are deselected"),
     ("shard-durations", None, None,
-     "balance --conformance-shard by the cell durations in this earlier results JSON (the bare flag: the "
-     "results file there now); every shard must be given the same file"),
+     "balance --conformance-shard, and the cut of long subjects between xdist workers under --dist loadgroup, "
+     "by the cell durations in this earlier results JSON (the bare flag: the results file there now; the cut "
+     "takes that file unasked when it is this device's); every shard must be given the same file"),
     ("device-label", None, None,
      "this run's device as a cross-device matrix names it (interpreter, H200, ...)"),
     ("canary", "on", ("on", "off"),

@@ -17,6 +17,12 @@
 #   canary        the main job on --device interpreter with this image's triton and numpy: exit 4, one line
 #   nightlyseed   the nightly command on GPU 0 at seed SEED [23], WPG [auto] workers sharing it
 #   reach         issue 23's zoo bugs and twins on CUDA (bench/gpu/reach.sh)
+#   startup       where a worker's start-up goes on CUDA (bench/gpu/startup.py: imports, collection, a CUDA
+#                 context, a cell worker, STARTUP_WORKERS [12] at once)
+#   splitnightly  the nightly on GPU 0 at each of SPLIT_SEEDS [47 1201 3307], each with an empty Triton cache and
+#                 no example database, long subjects split by the seed-47 H200 durations
+#                 (bench/results/h200-2026-12-03-session12/nightly_s47_results.json.gz), then nightly_summary.py's
+#                 cost model
 #   lice          the large-index cell of the cross-entropy subjects on CUDA (no harness error)
 #   calib         torch's own operations as subjects on CUDA, fresh nightly seeds for CALIB_MINUTES [3]
 #                 (bench/calibration.py)
@@ -180,6 +186,18 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
                          --seed "${SEED:-23}" --fresh --results "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json"
                      python3 bench/gpu/nightly_summary.py "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json" \
                          >> "$OUT/summary.txt" 2>&1 ;;
+        startup) run_step startup 90 python3 bench/gpu/startup.py --device cuda --workers "${STARTUP_WORKERS:-12}" \
+                     --repeats 2 ;;
+        splitnightly) gunzip -c bench/results/h200-2026-12-03-session12/nightly_s47_results.json.gz > "$L/s47_durations.json"
+                      for seed in ${SPLIT_SEEDS:-47 1201 3307}; do
+                          rm -rf .conformance/examples
+                          TRITON_CACHE_DIR=$(mktemp -d) CUDA_VISIBLE_DEVICES=0 run_step "split_s$seed" "${NS_LIMIT:-100}" \
+                              python3 -m triton_conformance.cli nightly --gpus 1 --seed "$seed" --fresh \
+                              --shard-durations "$L/s47_durations.json" \
+                              --results "$L/split_s$seed/results.json"
+                          python3 bench/gpu/nightly_summary.py --workers 12 --log "$L/split_s$seed.log" \
+                              "$L/split_s$seed/results.json" >> "$OUT/summary.txt" 2>&1
+                      done ;;
         fp8zoo) run_step fp8zoo "${FP8_LIMIT:-240}" python3 bench/gpu/fp8_zoo.py --device cuda ;;
         firstbad) run_step firstbad "${FB_LIMIT:-240}" bash bench/gpu/history_first_bad.sh cuda .whl ;;
         reach) run_step reach "${REACH_LIMIT:-300}" bash bench/gpu/reach.sh ;;

@@ -115,8 +115,8 @@ def test_loadgroup_scheduling_groups_cells_by_subject():
     assert subject_of("::add[layout:contiguous]") == "add"
     assert subject_of("::add[memory]@add") == "add"  # pytest < 9 keeps xdist's group suffix
     assert subject_of("tests/test_x.py::test_y[1]") is None
-    sched = SubjectGroupScheduling.__new__(SubjectGroupScheduling)  # _split_scope needs no state
-    sched.config = SimpleNamespace()
+    sched = SubjectGroupScheduling.__new__(SubjectGroupScheduling)  # _split_scope needs only the parts
+    sched.config, sched._part_of = SimpleNamespace(), {}  # no subject cut (tests/cover/test_splitting.py)
     scopes = {sched._split_scope(n) for n in ("::add[layout:contiguous]", "::add[dtype:float16]")}
     assert scopes == {"conformance:add"}
     assert sched._split_scope("::softmax[memory]") != sched._split_scope("::add[memory]")

@@ -29,10 +29,12 @@ from triton_conformance.conformance.kinds import (
 from triton_conformance.conformance.observe import NO_OBSERVER, Observer
 from triton_conformance.conformance.results import cell_result, skipped
 from triton_conformance.conformance.search.allowance import Allowance
+from triton_conformance.conformance.search.compiles import LEDGER
 from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.conformance.discards import CUT, ExampleDiscarded
 from triton_conformance.conformance.search.interpreter_cost import cost_details, cut_result
 from triton_conformance.conformance.search.policy import SearchPolicy
+from triton_conformance.conformance.search.shared_ledger import ledgers_for
 from triton_conformance.conformance.triton_path import launch_note
 from triton_conformance.model.config import RunConfig
 from triton_conformance.model.outcomes import CellResult
@@ -41,12 +43,10 @@ from triton_conformance.model.subject import Subject
 __all__ = ["run_cell", "cell_allowance"]
 
 
-def _later_cells(subject: Subject, cell: str, backend: Backend) -> tuple[tuple[str, bool], ...]:
-    """The cells of ``subject`` after ``cell`` (in catalogue order, the order a run takes) that apply on
-    ``backend``, each as (the kernels its classes compile, whether it can steer into compiled classes):
-    the fair share of the compile budget keeps a class for each (:class:`~.search.compiles.CellCompiles`)."""
-    cells = cells_for(subject)
-    later = cells[cells.index(cell) + 1:] if cell in cells else []
+def _later_cells(subject: Subject, later: list[str], backend: Backend) -> tuple[tuple[str, bool], ...]:
+    """Of the cells of ``subject`` still to come (:meth:`~.search.compiles.CompileLedger.to_come`), those that
+    apply on ``backend``, each as (the kernels its classes compile, whether it can steer into compiled
+    classes): the fair share of the compile budget keeps a class for each (:class:`~.search.compiles.CellCompiles`)."""
     applying = []
     for later_cell in later:
         kind, value = kind_of(later_cell)
@@ -64,10 +64,16 @@ def _budget_factor(subject: Subject) -> int:
 def cell_allowance(subject: Subject, cell: str, backend: Backend, policy: SearchPolicy
                    ) -> contextlib.AbstractContextManager[Allowance]:
     """The allowance of ``subject``'s ``cell`` (:meth:`~.search.allowance.Allowance.metered`): what its kind
-    needs, the subject's compile budget times every kind's factor, the later cells it keeps a class for."""
+    needs, the subject's compile budget times every kind's factor, the later cells it keeps a class for; the
+    subject's ledger and class book are shared with other processes when the run split its cells."""
     kind, _ = kind_of(cell)
+    shared, book = ledgers_for(subject.name)
+    ledger = shared or LEDGER
+    ledger.start_cell(subject.name, cell)
     return Allowance.metered(policy, subject, backend, kind, budget_factor=lambda: _budget_factor(subject),
-                             later=lambda: _later_cells(subject, cell, backend))
+                             later=lambda: _later_cells(subject, ledger.to_come(subject.name, cell,
+                                                                                cells_for(subject)), backend),
+                             ledger=shared, book=book)
 
 
 def run_cell(

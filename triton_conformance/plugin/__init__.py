@@ -67,12 +67,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201
-    """Under ``--dist loadgroup``, one worker per subject (see conformance/scheduling.py)."""
+    """Under ``--dist loadgroup``, one worker per subject, or per part of a long one (see plugin/scheduling.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from triton_conformance.plugin.scheduling import SubjectGroupScheduling
 
-    return SubjectGroupScheduling(config, log)
+    session = config.stash.get(_SESSION, None)
+    if session is None or session.ledgers is None:  # no conformance run here: subjects are not cut
+        return SubjectGroupScheduling(config, log)
+    durations, _ = settings.split_durations(config, session.results_path, session.run.device)
+    return SubjectGroupScheduling(config, log, durations=durations, share=session.ledgers.share)
 
 
 def _pin_worker(config: pytest.Config):  # noqa: ANN202

@@ -32,6 +32,8 @@ from triton_conformance.plugin.items import (
 import triton_conformance.plugin.settings as settings
 from triton_conformance.plugin.merge import check_mergeable
 from triton_conformance.plugin.shards import plan_shards
+from triton_conformance.plugin.splitting import WORKER_INPUT as LEDGERS_INPUT
+from triton_conformance.plugin.splitting import SharedLedgers, join_shared_ledgers
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.reports.combine import update_results
 from triton_conformance.reports.findings import finding_groups
@@ -115,6 +117,9 @@ class ConformanceSession:
         self.history_url: str | None = settings.history(config) if controller else None
         self.history: dict | None = None  # the results document's history section, once recorded
         self.started = time.time()
+        # --dist loadgroup: long subjects cut into parts share their ledgers through files (plugin/splitting.py)
+        self.ledgers = SharedLedgers() if controller and config.getoption("dist", None) == "loadgroup" else None
+        join_shared_ledgers(workerinput)
 
     # -- the cells ------------------------------------------------------
     def cells(self) -> dict[str, tuple[str, str]]:
@@ -288,6 +293,8 @@ class ConformanceSession:
         node.workerinput["conformance_seed"] = self.run.seed
         if self.shard is not None:  # the controller's split, so that no worker reads the durations again
             node.workerinput["conformance_shard_plan"] = self.shard_plan()
+        if self.ledgers is not None:
+            node.workerinput[LEDGERS_INPUT] = self.ledgers.path()
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         seed = f", seed {self.run.seed}" if self.run.seed is not None else " (derandomized)"
@@ -358,6 +365,10 @@ class ConformanceSession:
         ran = sorted(self.results.values(), key=lambda r: r.expected_failure is not None)
         return [shlex.join(common + [f"--conformance-cell={cell_id(g.first['subject'], g.first['cell'])}"])
                 for g in finding_groups(ran)]
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.ledgers is not None:
+            self.ledgers.close()
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.executor.close()

@@ -16,7 +16,7 @@ from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.model.config import CUDA, on_cuda
 from triton_conformance.options import key, resolve
 
-__all__ = ["given", "enabled", "option", "gpus", "turns", "sanitizer", "shard", "history", "fresh"]
+__all__ = ["given", "enabled", "option", "gpus", "turns", "sanitizer", "shard", "split_durations", "history", "fresh"]
 
 _GPUS = pytest.StashKey["list"]()
 
@@ -94,6 +94,27 @@ def shard(config: pytest.Config, results: str, controller: bool):  # noqa: ANN20
             return shard, None, "cells (no results file to take durations from)"
         path = results
     return shard, read_durations(path, where), f"durations in {path}"
+
+
+def split_durations(config: pytest.Config, results: str, device: str) -> tuple[dict | None, str]:
+    """The cell durations that cut long subjects into parts for the xdist workers (:mod:`.splitting`), and
+    where they came from: ``--conformance-shard-durations`` if given, else the results file there now if
+    it is this device's, else None (one unit a cell)."""
+    from triton_conformance.plugin.shards import read_durations
+    from triton_conformance.reports.results_json import read_results
+
+    path, where = option(config, "shard-durations")
+    if path and path != "results":
+        return read_durations(path, where), f"durations in {path}"
+    if not os.path.exists(results):
+        return None, "cells (no results file to take durations from)"
+    try:
+        theirs = (read_results(results).get("environment") or {}).get("device")
+    except (OSError, ValueError):
+        return None, f"cells ({results} cannot be read)"
+    if theirs != device:
+        return None, f"cells ({results} is from device {theirs!r})"
+    return read_durations(results, where), f"durations in {results}"
 
 
 def history(config: pytest.Config) -> str | None:

@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 from triton_conformance.errors import ConformanceUsageError
 from triton_conformance.reports.results_json import check_cells, read_results
 
-__all__ = ["Shard", "parse_shard", "read_durations", "plan_shards"]
+__all__ = ["Shard", "parse_shard", "read_durations", "plan_shards", "cell_weights"]
 
 
 class Shard(tuple):
@@ -74,18 +74,22 @@ def read_durations(path: str, where: str = "--conformance-shard-durations") -> d
     return durations
 
 
-def _weights(cells: Iterable[tuple[str, str]],
-             durations: Mapping[tuple[str, str], float] | None) -> dict[str, float]:
+def cell_weights(cells: Iterable[tuple[str, str]],
+                 durations: Mapping[tuple[str, str], float] | None) -> dict[tuple[str, str], float]:
+    """What each (subject, cell) is expected to cost: its duration (a cell the durations lack: their
+    median), or 1 a cell without durations."""
     cells = list(cells)
     known = [durations[c] for c in cells if durations and c in durations]
     fallback = statistics.median(known) if known else 1.0
+    if not durations:
+        return {c: 1.0 for c in cells}
+    return {c: max(durations.get(c, fallback), 1e-3) for c in cells}  # a cell that took no time still costs
+
+
+def _weights(cells: Iterable[tuple[str, str]],
+             durations: Mapping[tuple[str, str], float] | None) -> dict[str, float]:
     weights: dict[str, float] = {}
-    for subject, cell in cells:
-        if durations:
-            w = durations.get((subject, cell), fallback)
-            w = max(w, 1e-3)  # a cell that took no time still costs its start-up
-        else:
-            w = 1.0
+    for (subject, _), w in cell_weights(cells, durations).items():
         weights[subject] = weights.get(subject, 0.0) + w
     return weights
 

@@ -28,11 +28,11 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.discards import OVER_MEMORY, REASONS, ExampleDiscarded
-from triton_conformance.conformance.search.compiles import CellCompiles, counting_compiles
+from triton_conformance.conformance.search.compiles import CellCompiles, CompileLedger, counting_compiles
 from triton_conformance.conformance.search.interpreter_cost import CostMeter, metering_cost
 from triton_conformance.conformance.search.policy import SearchPolicy
 from triton_conformance.model.contract import Contract
@@ -109,8 +109,8 @@ class Allowance:
     @contextlib.contextmanager
     def metered(cls, policy: SearchPolicy, subject: Subject, backend: Backend, needs: CellNeeds, *,
                 budget_factor: Callable[[], int] = lambda: 1,
-                later: Callable[[], tuple[tuple[str, bool], ...]] = tuple
-                ) -> Iterator[Allowance]:
+                later: Callable[[], tuple[tuple[str, bool], ...]] = tuple,
+                ledger: CompileLedger | None = None, book: Any = None) -> Iterator[Allowance]:
         """The allowance of one cell of ``subject``, its meters installed while the block runs.
 
         - ``policy``: the memory cap, the shrink calls, the compile budget, the interpreter's cost;
@@ -118,13 +118,14 @@ class Allowance:
           ``needs.interpreter_cost``);
         - ``budget_factor``: what every kind needs of the subject's budget (an autotuner's configs), and
           ``later``: the later cells of the subject that apply, each as (kernels, steers); both asked
-          for only where there is a budget to share (:class:`~.compiles.CellCompiles`).
+          for only where there is a budget to share (:class:`~.compiles.CellCompiles`);
+        - ``ledger``, ``book``: the subject's when other processes share them (None: this process's).
         """
         budget = None
         if backend.compiles and policy.compile_budget is not None:
             budget = policy.compile_budget * budget_factor()
         share = CellCompiles(subject.name, budget, later() if budget else (), kernels=needs.kernels,
-                             steers=needs.steers) if backend.compiles else None
+                             steers=needs.steers, ledger=ledger, book=book) if backend.compiles else None
         with counting_compiles(share), \
                 metering_cost(policy.interpreter_cost, policy.interpreter_example_cost, policy.examples,
                               subject=subject.name, enabled=not backend.compiles and needs.interpreter_cost

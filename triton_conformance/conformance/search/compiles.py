@@ -52,28 +52,80 @@ class BudgetExhausted(ExampleDiscarded):
 FIRST_GUESS = {"forward": 1, "backward": 2}
 
 
+class InProcess:
+    """State kept in this process: reads need no refresh and writes no lock.  A subclass that keeps it in a
+    file shared by several processes (:mod:`.shared_ledger`) overrides these two."""
+
+    def _sync(self) -> None:
+        """Bring the state up to date before a read."""
+
+    def _writing(self, mutates: bool = True) -> contextlib.AbstractContextManager[None]:
+        """Hold the state for a change (or, with ``mutates`` False, for a check and a change that may follow)."""
+        return contextlib.nullcontext()
+
+
 @dataclass
-class CompileLedger:
-    """Distinct specializations compiled per subject in this process, and what each class cost."""
+class CompileLedger(InProcess):
+    """Distinct specializations compiled per subject, what each class cost, and which cells have started.
+
+    In one process (:data:`LEDGER`) a subject's cells run in catalogue order, so the cells still to come
+    after one are those after it in the catalogue.  A subject split between workers shares one ledger
+    through a file (:mod:`.shared_ledger`): ``planned`` then lists its cells in this run, and the cells to
+    come are those of them that have not started.
+    """
 
     seen: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     class_costs: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (subject, kernels) -> compiles
+    planned: dict[str, list[str]] = field(default_factory=dict)  # subject -> its cells in this run (when split)
+    started: dict[str, set[str]] = field(default_factory=dict)  # subject -> cells that have started
 
     def used(self, subject: str) -> int:
+        self._sync()
         return len(self.seen.get(subject, ()))
 
     def has(self, subject: str, kernel: str, key: Any) -> bool:
+        self._sync()
         return (kernel, repr(key)) in self.seen.get(subject, ())
 
     def record(self, subject: str, kernel: str, key: Any) -> None:
         """Record a specialization about to be compiled for ``subject`` (its cell admitted it)."""
-        self.seen.setdefault(subject, set()).add((kernel, repr(key)))
+        with self._writing():
+            self.seen.setdefault(subject, set()).add((kernel, repr(key)))
 
     def class_cost(self, subject: str, kernels: str) -> int:
         """What a new class of ``subject``'s ``kernels`` ("forward", "backward") costs: the mean of
         those seen, rounded up (a tuner compiles every config of a class), else a first guess."""
+        self._sync()
         costs = [c for c in self.class_costs.get((subject, kernels), ()) if c]
         return -(-sum(costs) // len(costs)) if costs else FIRST_GUESS.get(kernels, 1)
+
+    def open_class(self, subject: str, kernels: str) -> int:
+        """A new class of ``subject``'s ``kernels`` starts: the index its compiles are charged to."""
+        with self._writing():
+            costs = self.class_costs.setdefault((subject, kernels), [])
+            costs.append(0)
+            return len(costs) - 1
+
+    def charge_class(self, subject: str, kernels: str, index: int) -> None:
+        with self._writing():
+            self.class_costs[(subject, kernels)][index] += 1
+
+    def start_cell(self, subject: str, cell: str) -> None:
+        with self._writing():
+            self.started.setdefault(subject, set()).add(cell)
+
+    def to_come(self, subject: str, cell: str, catalogue: list[str]) -> list[str]:
+        """The cells of ``subject`` still to run after ``cell`` starts (``catalogue``: its cells in order)."""
+        self._sync()
+        if subject not in self.planned:
+            return catalogue[catalogue.index(cell) + 1:] if cell in catalogue else []
+        started = self.started.get(subject, set())
+        return [c for c in self.planned[subject] if c != cell and c not in started]
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the ledger while a specialization is checked against the budget and recorded, so that two
+        processes sharing it cannot both buy the last one."""
+        return self._writing(mutates=False)
 
 
 LEDGER = CompileLedger()
@@ -102,9 +154,11 @@ class CellCompiles:
 
     def __init__(self, subject: str = "", budget: int | None = None,
                  later: tuple[tuple[str, bool], ...] = (), *, kernels: str = "forward", steers: bool = True,
-                 ledger: CompileLedger | None = None) -> None:
+                 ledger: CompileLedger | None = None, book: Any = None) -> None:
         self.subject, self.budget, self.later, self.kernels, self.steers = subject, budget, later, kernels, steers
         self.ledger = ledger or LEDGER
+        self.book = book  # the subject's ClassBook (None: specializations.BOOK, this process's)
+        self.class_index: int | None = None  # the current example's class in the ledger's class costs
         self.count = 0  # new specializations this cell compiled
         self.classes = 0  # examples of this cell that started a new class
         self.example_paid = False  # the current example has started its class: its other kernels are paid
@@ -149,14 +203,13 @@ class CellCompiles:
         self.classes += 1
         self.example_paid = True
         self.paying_first = first
-        self.ledger.class_costs.setdefault((self.subject, self.kernels), []).append(0)
+        self.class_index = self.ledger.open_class(self.subject, self.kernels)
 
     def charged(self) -> None:
         """A new specialization was charged to the current example's class."""
         self.count += 1
-        costs = self.ledger.class_costs.get((self.subject, self.kernels))
-        if costs and self.example_paid:
-            costs[-1] += 1
+        if self.example_paid and self.class_index is not None:
+            self.ledger.charge_class(self.subject, self.kernels, self.class_index)
         if self.budget is not None and self.ledger.used(self.subject) > self.budget:
             self.past_budget += 1
 
@@ -175,10 +228,11 @@ def make_hook(counter: CellCompiles, previous: Callable[..., Any] | None = None)
 
     def hook(*args: Any, **kwargs: Any) -> Any:
         kernel, key = _kernel_name(kwargs.get("fn")), kwargs.get("key")
-        if not ledger.has(subject, kernel, key):
-            counter.admit(kernel)
-            ledger.record(subject, kernel, key)
-            counter.charged()
+        with ledger.transaction():  # the check and the record at once: another process may share the ledger
+            if not ledger.has(subject, kernel, key):
+                counter.admit(kernel)
+                ledger.record(subject, kernel, key)
+                counter.charged()
         return previous(*args, **kwargs) if previous else False
 
     return hook

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from triton_conformance.conformance.expectation import expectation
+from triton_conformance.conformance.search.compiles import CellCompiles, InProcess
 from triton_conformance.conformance.search.context import CellContext
 from triton_conformance.model.contract import Contract
 from triton_conformance.model.inputs import DTYPE_BYTES
@@ -36,7 +37,7 @@ from triton_conformance.model.spec import Spec, strides_for
 from triton_conformance.strategies import specialization_class
 
 __all__ = ["signature", "ClassBook", "BOOK", "steer", "size_class", "nearest_in_class", "in_compiled_class",
-           "counted", "book_name"]
+           "counted", "book_name", "book_of"]
 
 
 def _block(n: int) -> int:
@@ -107,34 +108,49 @@ class _Classes:
 
 
 @dataclass
-class ClassBook:
-    """Specialization classes per subject that have run in this process (so are compiled)."""
+class ClassBook(InProcess):
+    """Specialization classes per subject that have run in this process (so are compiled), or, for a
+    subject split between workers, in any of its processes (:mod:`.shared_ledger`)."""
 
     subjects: dict[str, _Classes] = field(default_factory=dict)
 
     def known(self, subject: str, sig: tuple) -> bool:
+        self._sync()
         return sig in self.subjects.get(subject, _Classes()).examples
 
     def record(self, subject: str, sig: tuple, spec: Spec, cell: str = "") -> None:
-        book = self.subjects.setdefault(subject, _Classes())
-        book.examples.setdefault(sig, spec)
-        book.cells.setdefault(cell, set()).add(sig)
+        self._sync()
+        book = self.subjects.get(subject)
+        if book is not None and sig in book.examples and sig in book.cells.get(cell, ()):
+            return  # nothing new: no write
+        with self._writing():
+            book = self.subjects.setdefault(subject, _Classes())
+            book.examples.setdefault(sig, spec)
+            book.cells.setdefault(cell, set()).add(sig)
 
     def classes(self, subject: str) -> dict[tuple, Spec]:
+        self._sync()
         return self.subjects.get(subject, _Classes()).examples
 
     def ran_by(self, subject: str, cell: str) -> set:
         """The signatures ``cell`` itself ran: their examples are in the cell's class, layouts included."""
+        self._sync()
         return self.subjects.get(subject, _Classes()).cells.get(cell, set())
 
     def forget(self, subject: str | None = None) -> None:
-        if subject is None:
-            self.subjects.clear()
-        else:
-            self.subjects.pop(subject, None)
+        with self._writing():
+            if subject is None:
+                self.subjects.clear()
+            else:
+                self.subjects.pop(subject, None)
 
 
 BOOK = ClassBook()
+
+
+def book_of(share: CellCompiles) -> ClassBook:
+    """The class book ``share``'s subject keeps its classes in: its own when it is split between workers."""
+    return BOOK if share.book is None else share.book
 
 
 def _moved(contract: Contract, spec: Spec, target_sig: tuple, *, upwards: bool) -> Spec | None:
@@ -222,7 +238,8 @@ def in_compiled_class(context: CellContext, spec: Spec, keeps_class: Callable[[S
     ``admits`` (the memory cap, an excluded finding); else, for a cell that has no class yet, ``spec``
     as its first class past the budget; else None."""
     contract, name, share = context.subject.contract, book_name(context), context.allowance.compiles
-    if BOOK.known(name, signature(contract, spec)):
+    book = book_of(share)
+    if book.known(name, signature(contract, spec)):
         return spec
     side = expectation(contract, spec).kind
     if side != "honour":
@@ -235,7 +252,7 @@ def in_compiled_class(context: CellContext, spec: Spec, keeps_class: Callable[[S
         return (expectation(contract, candidate).kind == side and admits(candidate)
                 and (keeps_class is None or keeps_class(candidate, spec)))
 
-    steered = steer(contract, spec, BOOK.classes(name), admissible, own=BOOK.ran_by(name, context.cell))
+    steered = steer(contract, spec, book.classes(name), admissible, own=book.ran_by(name, context.cell))
     if steered is None and share.classes == 0 and not degenerate:
         share.grant_first_class()  # a starved cell would check nothing: its one class is worth a compile
         return spec
@@ -250,5 +267,5 @@ def counted(context: CellContext, spec: Spec, run: Callable[[Spec], Any]) -> Any
         share.start_example()
     verdict = run(spec)
     if share is not None:
-        BOOK.record(book_name(context), signature(context.subject.contract, spec), spec, context.cell)
+        book_of(share).record(book_name(context), signature(context.subject.contract, spec), spec, context.cell)
     return verdict

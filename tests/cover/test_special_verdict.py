@@ -108,3 +108,24 @@ def test_an_fp16_gradient_past_its_range_is_inf_as_the_oracle_rounded_to_fp16_is
     assert dx[0] == float("inf")
     found = _judge(oracle, backward=("x",)).compare_gradients(inputs, go.double(), {"N": 2}, FP16, {}, (dx,))
     assert found is None, found
+
+
+def test_an_inf_where_the_value_is_within_the_fp16_bound_of_overflow_is_explained_and_one_far_from_it_is_worse():
+    def oracle(x):
+        return torch.cumprod(x, 0)
+
+    contract = tc.Contract(inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 64)}, oracle=oracle)
+    judge = Judge(as_subject(contract))
+    x = torch.tensor([255.0, 256.0, 1.0], dtype=torch.float16)  # float64: 255, 65280, 65280, finite in fp16
+    # the H200's fp16 cumprod gives inf where float64's is 65,312: a rounding of the running product overflows
+    near = torch.tensor([255.0, float("inf"), float("inf")], dtype=torch.float16)
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (near,))
+    assert found.kind == "nan-mismatch" and found.details["precision"]["achieved"] == "input-dtype", found
+    far = near.clone()
+    far[0] = float("inf")  # 255, far below 65,504: no fp16 rounding of this product overflows
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (far,))
+    assert found.details["precision"]["achieved"] == "worse", found
+    flipped = near.clone()
+    flipped[1] = float("-inf")  # the overflow's sign wrong
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (flipped,))
+    assert found.details["precision"]["achieved"] == "worse", found

@@ -23,6 +23,10 @@ declaration, the same for every op:
 - the launcher is the op in the input dtype, the oracle the same op in float64;
   only the op's float outputs are compared, and of them what the OpInfo says is
   defined (its sample's ``output_process_fn_grad``: svd's vectors up to sign);
+- the inputs the op writes into, by its aten schemas' ``Tensor(a!)`` annotations
+  (a training batch norm's running statistics), declared ``inplace``: their
+  contents after the call are outputs, and any other write is still a
+  ``mutated-input``;
 - a backward (every output backpropagated, each grad_output shaped as its output) where the
   OpInfo supports autograd in every declared dtype and the output's shape is
   made of the dims.
@@ -127,6 +131,30 @@ def _aten_calls(fn, torch) -> set:
     return called
 
 
+def _written_inputs(fn, tensors, torch) -> list[int]:
+    """Which of ``tensors`` ``fn`` writes into, as the schemas of the aten ops it dispatches to say it (an
+    argument annotated ``Tensor(a!)`` that shares an input's storage): the op's documented in-place outputs
+    (a training batch norm's running statistics), not a guess from the values."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    storages = {t.untyped_storage().data_ptr(): k for k, t in enumerate(tensors)}
+    written = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            for i, arg in enumerate(func._schema.arguments):
+                value = args[i] if i < len(args) else kwargs.get(arg.name)
+                if (arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.Tensor)
+                        and value.untyped_storage().data_ptr() in storages):
+                    written.add(storages[value.untyped_storage().data_ptr()])
+            return func(*args, **kwargs)
+
+    with Record():
+        fn()
+    return sorted(written)
+
+
 def _float_outputs(out, torch) -> tuple | None:
     """The float tensors among an op's outputs (None if there are none)."""
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -218,6 +246,9 @@ class Declaration:
                 return "returns uninitialized memory"
             if any(o.dtype != torch.float32 for o in low):
                 return "output dtype is not the input's"
+            moved = [t.clone() for t in x32]
+            self.inplace = tuple(self.names[k] for k in _written_inputs(
+                lambda moved=moved: self.call(moved, torch), moved, torch))
             by_size = {v: s for s, v in dims.items() if v != 1}
             shape = tuple(tuple(by_size.get(n, "ONE" if n == 1 else None) for n in o.shape) for o in low)
             shapes_out = shape if shapes_out in (None, shape) else "varies"
@@ -280,7 +311,9 @@ class Declaration:
     def backward_outputs(self):
         """Every output carries a gradient, each with its own shape; where one's cannot be declared, the first."""
         shaped = all(None not in o and set(o) <= set(self.dim_max) for o in self.outputs)
-        return None if len(self.outputs) < 2 else dict(enumerate(self.outputs)) if shaped else (0,)
+        if len(self.outputs) < 2 and not self.inplace:
+            return None
+        return dict(enumerate(self.outputs)) if shaped else (0,)  # not the in-place inputs' contents
 
     def coverage(self, torch):
         """Which aten ops the op reaches, forward and backward, that the magnitude pass has no rule for
@@ -333,13 +366,13 @@ class Declaration:
             out = self.call([tensors[n] for n in self.names], torch)
             return out[0] if len(out) == 1 else out
 
-        def oracle(**tensors):
-            out = self.call([tensors[n] for n in self.names], torch)
+        def oracle(**tensors):  # the outputs, then the contents of the inputs written in place
+            out = self.call([tensors[n] for n in self.names], torch) + tuple(tensors[n] for n in self.inplace)
             return out[0] if len(out) == 1 else out
 
         launcher.__name__ = oracle.__name__ = subject_name(self.op)
         return register(launcher, name=subject_name(self.op), family="opdb", inputs=inputs, dims=dims, oracle=oracle,
-                        backward=backward, module=__name__)
+                        backward=backward, inplace=self.inplace, module=__name__)
 
 
 def declarations(device: str, wanted: list[str]):

@@ -97,3 +97,30 @@ def _lu_without_pivoting(a):
         a[k + 1:, k] /= a[k, k]
         a[k + 1:, k + 1:] -= a[k + 1:, k:k + 1] * a[k, k + 1:]
     return a
+
+
+def _rows_alike(seed, shape=(56, 55)):
+    """Every row the same (what a stride-0 layout makes of a matrix): rank 1."""
+    row = torch.randn(1, shape[1], generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return row.float().double().expand(*shape).contiguous()
+
+
+def test_qr_of_a_rank_deficient_matrix_allows_any_basis_of_its_null_space_and_still_checks_r():
+    def q_of(a):
+        return torch.linalg.qr(a)[0]
+
+    def r_of(a):
+        return torch.linalg.qr(a)[1]
+
+    def tau_of(a):
+        return torch.geqrf(a)[1]
+
+    a = _rows_alike(1)
+    q, r = torch.linalg.qr(a.float())
+    assert _judge(q, q_of, {"a": a}) is None  # Q's last columns: any orthonormal basis is as right
+    assert _judge(r, r_of, {"a": a}) is None
+    a = _rows_alike(0)  # a Householder scalar of a column zero within rounding: 0 in fp32, 1.2 in float64
+    assert _judge(torch.geqrf(a.float())[1], tau_of, {"a": a}) is None
+    wrong = r.clone()
+    wrong[0, 1:] *= 1.01  # R's first row is the matrix's one direction, defined to fp32's precision
+    assert _judge(wrong, r_of, {"a": _rows_alike(1)}) is not None

@@ -129,3 +129,18 @@ def test_an_inf_where_the_value_is_within_the_fp16_bound_of_overflow_is_explaine
     flipped[1] = float("-inf")  # the overflow's sign wrong
     found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (flipped,))
     assert found.details["precision"]["achieved"] == "worse", found
+
+
+def test_a_nan_where_the_value_is_past_the_fp16_range_is_explained_and_one_at_a_finite_value_is_worse():
+    def oracle(x):
+        return torch.cumprod(x, 0)
+
+    contract = tc.Contract(inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 64)}, oracle=oracle)
+    judge = Judge(as_subject(contract))
+    x = torch.tensor([300.0, 300.0, 1.0], dtype=torch.float16)  # float64: 300, 90000, 90000: past 65,504
+    overflowed = torch.tensor([300.0, float("nan"), float("nan")], dtype=torch.float16)  # inf - inf inside
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (overflowed,))
+    assert found.kind == "nan-mismatch" and found.details["precision"]["achieved"] == "input-dtype", found
+    overflowed[0] = float("nan")  # 300 is finite: a NaN there is no overflow
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (overflowed,))
+    assert found.details["precision"]["achieved"] == "worse", found

@@ -162,7 +162,9 @@ def _overflow_within_reach(a: torch.Tensor, expected: torch.Tensor, low: Bound |
                            dtype: torch.dtype) -> torch.Tensor:
     """Where the kernel's ±inf (``a``, in float64; its dtype ``dtype``) is the overflow of a value the input-dtype bound allows: the oracle's finite
     value, of the same sign, within that bound (its magnitudes at the input dtype's unit where there are
-    some) of the first value that rounds to inf (fp16 cumprod's 65,312 with an allowance past 65,520)."""
+    some) of the first value that rounds to inf (fp16 cumprod's 65,312 with an allowance past 65,520); or the
+    kernel's NaN where the oracle's value is past the range (a solve whose intermediates overflow subtracts
+    inf from inf)."""
     e = expected.detach().to(a.device, torch.float64)
     none = torch.zeros_like(a, dtype=torch.bool)
     if low is None or not dtype.is_floating_point or dtype == torch.float64:
@@ -177,7 +179,9 @@ def _overflow_within_reach(a: torch.Tensor, expected: torch.Tensor, low: Bound |
         low = low.conditioned(m.to(a.device))
     atol = low.atol if isinstance(low.atol, (int, float)) else low.atol.detach().to(a.device, torch.float64)
     reach = e.abs() + atol + low.rtol * e.abs()
-    return torch.isinf(a) & torch.isfinite(e) & (torch.sign(a) == torch.sign(e)) & (reach >= threshold)
+    past = ~torch.isnan(e) & (e.abs() >= threshold)  # no finite answer: inf - inf of overflowed steps is NaN
+    return (torch.isinf(a) & torch.isfinite(e) & (torch.sign(a) == torch.sign(e)) & (reach >= threshold)) | (
+        torch.isnan(a) & past)
 
 
 def _special_positions(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

@@ -24,8 +24,11 @@ of a choice the algorithm makes (a pivot nearly tied with the next one, the
 sign of a Householder reflector's leading element near 0), the moved inputs
 take the other choice too and the whole jump is in the allowance; elsewhere the
 choice is the float64 oracle's, and a kernel that pivots otherwise is wrong.
-The magnitudes of ops without a forward-mode formula (``geqrf``) come the same
-way.
+Where a probe moves an element by more than 2^-6 of the output's scale
+(a rank-deficient matrix's null space, which any orthonormal basis spans), the
+element is not defined at the kernel's precision and is allowed the output's
+scale.  The magnitudes of ops without a forward-mode formula (``geqrf``) come
+the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from triton_conformance.oracles.tolerance import SAFETY_FACTOR
 
 __all__ = ["PROBES", "is_dense_linear_algebra", "stable_magnitude"]
 
@@ -102,5 +107,23 @@ def stable_magnitude(func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: d
             total.append(o)
             continue
         own = torch.where(torch.isfinite(o), o.abs(), torch.zeros_like(o)).to(torch.float64)
-        total.append(change + own)
+        total.append(_undetermined(change, own, unit) + own)
     return tree_unflatten(total, out_spec)
+
+
+# A probe that moves an element by more than this share of the output's scale: the element keeps fewer
+# than 6 bits at the kernel's precision.
+UNDETERMINED = 2.0**-6
+
+
+def _undetermined(change: torch.Tensor, size: torch.Tensor, unit: float) -> torch.Tensor:
+    """``change``, raised to an allowance of twice the output's scale where a probe moved an element by
+    more than :data:`UNDETERMINED` of that scale: there the op is not smooth at the kernel's precision (the
+    trailing columns of Q for a rank-deficient matrix, which any orthonormal basis of its null space may
+    fill; a Householder scalar of a column that is zero within rounding), and any value of the output's
+    size is as defined as the oracle's.  Random probes see such a jump, not its largest size."""
+    scale = float(size.max()) if size.numel() else 0.0
+    if scale == 0.0:
+        return change
+    whole = 2.0 * scale / (SAFETY_FACTOR * unit)  # in units of ``unit``: C * unit * whole = 2 * scale
+    return torch.where(change * unit > UNDETERMINED * scale, torch.clamp_min(change, whole), change)

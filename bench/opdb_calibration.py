@@ -19,7 +19,9 @@ declaration, the same for every op:
 - its dims are the sample's distinct sizes (size 1 stays 1), each a ``Dim``
   whose range depends on the largest rank it appears in, among the inputs and
   the outputs, and starts at the smallest size the op runs at (1, or more
-  where its fixed arguments need it: ``kthvalue``'s k);
+  where its fixed arguments need it: ``kthvalue``'s k); a dim the op cannot
+  take at its largest is tied to the dim it can take it with (conv1d's kernel
+  and input length) or bounded (slice_scatter's src, by the slice's end);
 - the launcher is the op in the input dtype, the oracle the same op in float64;
   only the op's float outputs are compared, and of them what the OpInfo says is
   defined (its sample's ``output_process_fn_grad``: svd's vectors up to sign);
@@ -196,6 +198,8 @@ class Declaration:
         self.domain = tuple(getattr(op, "domain", (None, None)) or (None, None))
         self.skip = self._probe(torch)
         self.dim_min = self._smallest(torch) if self.skip is None else 1
+        if self.skip is None:
+            self._relate(torch)
 
     def call(self, tensors, torch):
         args = list(self.args)
@@ -277,6 +281,49 @@ class Declaration:
             except Exception:  # noqa: BLE001 - too small for the op's fixed arguments: one larger
                 continue
         return 1
+
+    def _runs(self, dims, torch, generator) -> bool:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.call(self._draw(dims, torch.float32, torch, generator), torch)
+            return True
+        except Exception:  # noqa: BLE001 - the sizes break a relation the op's fixed arguments impose
+            return False
+
+    def _relate(self, torch) -> None:
+        """The relations between sizes that the sample's fixed arguments impose, probed as the smallest size
+        is: a dim the op cannot take at its largest while the others are smallest is either tied to the dim
+        it can take it with (conv1d's kernel and input length: the two become one dim) or, where no other
+        dim helps, bounded by the largest size it runs at (slice_scatter's src, by the slice's end)."""
+        generator = torch.Generator().manual_seed(4)
+        for s in [s for s, m in self.dim_max.items() if m > 1]:
+            if s not in self.dim_max:  # tied to an earlier one
+                continue
+            low = {t: (1 if m == 1 else min(self.dim_min, m)) for t, m in self.dim_max.items()}
+            top = {**low, s: self.dim_max[s]}
+            if self._runs(top, torch, generator):
+                continue
+            partner = next((t for t, m in self.dim_max.items() if t != s and m > 1
+                            and self._runs({**top, t: min(m, self.dim_max[s])}, torch, generator)), None)
+            if partner is not None:
+                self._tie(s, partner)
+                continue
+            runs, fails = low[s], self.dim_max[s]
+            while fails - runs > 1:
+                mid = (runs + fails) // 2
+                runs, fails = (mid, fails) if self._runs({**low, s: mid}, torch, generator) else (runs, mid)
+            self.dim_max[s] = runs
+
+    def _tie(self, s: str, partner: str) -> None:
+        """Dim ``s`` becomes ``partner`` in every shape (its range the narrower of the two)."""
+        def renamed(shape):
+            return None if shape is None else tuple(partner if d == s else d for d in shape)
+
+        self.shapes = [renamed(shape) for shape in self.shapes]
+        self.outputs = tuple(renamed(shape) for shape in self.outputs)
+        self.output = renamed(self.output)
+        self.dim_max[partner] = min(self.dim_max[partner], self.dim_max.pop(s))
 
     def has_backward(self, torch) -> bool:
         """Whether the declaration has a backward: grad_output is shaped by dims (an output dim of 1 that

@@ -59,3 +59,19 @@ def test_a_training_batch_norm_declares_its_running_statistics_and_any_other_wri
     _, buggy = _declared("_native_batch_norm_legit", also_writes_the_weight)
     result = _memory(buggy)
     assert result.finding == "mutated-input" and "x1" in result.message, result.message
+
+
+@pytest.mark.parametrize("name", ["nn.functional.conv1d", "slice_scatter"])
+def test_the_declared_dims_run_at_every_corner_of_their_ranges(name):
+    """conv1d's kernel may not exceed its padded input, slice_scatter's src is the slice's size (its end is
+    20): the probe ties the first two dims and bounds the second, so no drawn size breaks the op."""
+    import itertools
+
+    decl, _ = _declared(name)
+    symbols = [s for s, m in decl.dim_max.items() if m > 1]
+    generator = torch.Generator().manual_seed(0)
+    for corner in itertools.product(*[(decl.dim_min, decl.dim_max[s]) for s in symbols]):
+        dims = {**{s: 1 for s in decl.dim_max}, **dict(zip(symbols, corner))}
+        assert decl._runs(dims, torch, generator), f"{name} fails at {dims}"
+    if name == "slice_scatter":
+        assert decl.dim_max == {"A": 20}

@@ -144,3 +144,16 @@ def test_a_nan_where_the_value_is_past_the_fp16_range_is_explained_and_one_at_a_
     overflowed[0] = float("nan")  # 300 is finite: a NaN there is no overflow
     found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (overflowed,))
     assert found.details["precision"]["achieved"] == "worse", found
+
+
+def test_a_nan_where_the_fp16_steps_overflow_to_inf_is_explained():
+    def oracle(x, t1, t2):
+        return x + t1 / (t2 * t2)
+
+    inputs = _inputs()
+    steps = inputs["x"] + inputs["t1"] / (inputs["t2"] * inputs["t2"])
+    assert steps[0] == float("inf")
+    other_order = steps.clone()
+    other_order[0] = float("nan")  # the same overflow, met as inf - inf by a kernel that orders it otherwise
+    found = _judge(oracle).compare(inputs, {"N": 2}, FP16, {}, (other_order,))
+    assert found.kind == "nan-mismatch" and found.details["precision"]["achieved"] == "input-dtype", found

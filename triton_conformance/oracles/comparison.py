@@ -136,7 +136,11 @@ def _special_verdict(mismatch: Mismatch, actual, expected, bound: Bound, rounded
     a = actual.detach().to(torch.float64)
     special = _special_positions(a, _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype))
     kernel, steps = special_class(a), special_class(r.to(a.device))
-    unmade = special & (kernel != steps) & ~_overflow_within_reach(a, expected, low, magnitude, actual.dtype)
+    # NaN for the steps' inf or the other way round: overflowed intermediates, and the order of the
+    # operations decides which of inf - inf and inf comes out
+    swapped = (kernel > 0) & (steps > 0) & ((kernel == 1) | (steps == 1))
+    unmade = special & (kernel != steps) & ~swapped & ~_overflow_within_reach(a, expected, low, magnitude,
+                                                                              actual.dtype)
     counts = {"special_positions": int(special.sum()), "special_explained": int((special & ~unmade).sum())}
     base = {"claimed": bound.accumulate or dtype, "input": dtype, **counts}
     if unmade.any():
@@ -162,9 +166,9 @@ def _overflow_within_reach(a: torch.Tensor, expected: torch.Tensor, low: Bound |
                            dtype: torch.dtype) -> torch.Tensor:
     """Where the kernel's ±inf (``a``, in float64; its dtype ``dtype``) is the overflow of a value the input-dtype bound allows: the oracle's finite
     value, of the same sign, within that bound (its magnitudes at the input dtype's unit where there are
-    some) of the first value that rounds to inf (fp16 cumprod's 65,312 with an allowance past 65,520); or the
-    kernel's NaN where the oracle's value is past the range (a solve whose intermediates overflow subtracts
-    inf from inf)."""
+    some) of the first value that rounds to inf (fp16 cumprod's 65,312 with an allowance past 65,520), of
+    either sign where the allowance is larger than the value; or the kernel's NaN there (a solve whose
+    intermediates overflow subtracts inf from inf)."""
     e = expected.detach().to(a.device, torch.float64)
     none = torch.zeros_like(a, dtype=torch.bool)
     if low is None or not dtype.is_floating_point or dtype == torch.float64:
@@ -178,10 +182,11 @@ def _overflow_within_reach(a: torch.Tensor, expected: torch.Tensor, low: Bound |
     if isinstance(m, torch.Tensor) and tuple(m.shape) == tuple(e.shape) and low.per_term > 0:
         low = low.conditioned(m.to(a.device))
     atol = low.atol if isinstance(low.atol, (int, float)) else low.atol.detach().to(a.device, torch.float64)
-    reach = e.abs() + atol + low.rtol * e.abs()
-    past = ~torch.isnan(e) & (e.abs() >= threshold)  # no finite answer: inf - inf of overflowed steps is NaN
-    return (torch.isinf(a) & torch.isfinite(e) & (torch.sign(a) == torch.sign(e)) & (reach >= threshold)) | (
-        torch.isnan(a) & past)
+    allowance = atol + low.rtol * e.abs()
+    reached = ~torch.isnan(e) & (e.abs() + allowance >= threshold)
+    signed = (torch.sign(a) == torch.sign(e)) | (allowance >= e.abs())  # a sign within the allowance is open
+    # a NaN there is inf - inf of overflowed steps
+    return reached & ((torch.isinf(a) & torch.isfinite(e) & signed) | torch.isnan(a))
 
 
 def _special_positions(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

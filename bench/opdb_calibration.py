@@ -14,7 +14,9 @@ inputs are float tensors of rank 1 to 3 becomes a subject with one generic
 declaration, the same for every op:
 
 - its tensors (the sample's input and tensor arguments) are inputs, with the
-  OpInfo's float dtypes (one dtype for all), ``layouts="any"``, and the OpInfo's
+  OpInfo's float dtypes (one dtype for all), ``layouts="any"`` (an op that
+  takes strides and a storage offset, ``as_strided``, addresses a storage: it
+  gets its inputs' elements as tensors that own theirs), and the OpInfo's
   domain as the first input's value range; its other arguments are fixed;
 - its dims are the sample's distinct sizes (size 1 stays 1), each a ``Dim``
   whose range depends on the largest rank it appears in, among the inputs and
@@ -201,7 +203,11 @@ class Declaration:
         if self.skip is None:
             self._relate(torch)
 
+    owns_storage = False  # set by the probe: the op addresses its inputs' storage (strides, an offset)
+
     def call(self, tensors, torch):
+        if self.owns_storage:
+            tensors = [t.clone(memory_format=torch.contiguous_format) for t in tensors]
         args = list(self.args)
         for i, t in zip(self.positions, tensors):
             args[i] = t
@@ -248,6 +254,12 @@ class Declaration:
                 return "random output (an op tagged nondeterministic_seeded)"
             if any(f.name().split("::")[-1].split(".")[0] in UNINITIALIZED for f in called):
                 return "returns uninitialized memory"
+            # An op that takes strides and a storage offset addresses its input's storage, not its elements
+            # (as_strided): its meaning is defined on a tensor that owns its storage, as the OpInfo's samples
+            # are, so it is handed its inputs' elements as such a tensor (a view's offset, another layout's
+            # strides or the guard band around it would mean other elements).
+            self.owns_storage = any({"stride", "storage_offset"} <= {a.name for a in f._schema.arguments}
+                                    for f in called)
             if any(o.dtype != torch.float32 for o in low):
                 return "output dtype is not the input's"
             moved = [t.clone() for t in x32]

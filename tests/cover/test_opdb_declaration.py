@@ -75,3 +75,16 @@ def test_the_declared_dims_run_at_every_corner_of_their_ranges(name):
         assert decl._runs(dims, torch, generator), f"{name} fails at {dims}"
     if name == "slice_scatter":
         assert decl.dim_max == {"A": 20}
+
+
+def test_an_op_that_takes_strides_and_an_offset_gets_a_tensor_that_owns_its_storage():
+    from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.model.config import run_config
+
+    decl, subject = _declared("as_strided_copy")
+    assert decl.owns_storage and not _declared("add")[0].owns_storage  # from the aten schemas it reaches
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = run_cell(subject, "layout:offset", config=run_config(profile="ci", seed=7, device="interpreter"))
+    # as a view at an offset, its storage_offset=0 would address the elements before the view
+    assert result.outcome == "honoured", result.message

@@ -354,7 +354,7 @@ class Declaration:
             generator = torch.Generator().manual_seed(2)
             dims = {s: (1 if m == 1 else min(m, 5 + 3 * k)) for k, (s, m) in enumerate(sorted(self.dim_max.items()))}
             xs = self._draw(dims, torch.float64, torch, generator)
-            names = []
+            names, graded = [], set()
             for i, name in enumerate(self.names):
                 try:
                     with torch.enable_grad(), warnings.catch_warnings():
@@ -364,15 +364,18 @@ class Declaration:
                     continue
                 if any(o.requires_grad for o in outs):
                     names.append(name)
-            self._differentiable = tuple(names)
+                graded |= {k for k, o in enumerate(outs) if o.requires_grad}
+            self._differentiable, self._graded = tuple(names), graded
         return self._differentiable
 
     def backward_outputs(self):
-        """Every output carries a gradient, each with its own shape; where one's cannot be declared, the first."""
-        shaped = all(None not in o and set(o) <= set(self.dim_max) for o in self.outputs)
-        if len(self.outputs) < 2 and not self.inplace:
+        """Every output autograd differentiates carries a gradient, each with its own shape (not a batch
+        norm's saved mean, nor the in-place inputs' contents); where one's cannot be declared, the first."""
+        graded = [k for k in range(len(self.outputs)) if k in getattr(self, "_graded", range(len(self.outputs)))]
+        if len(graded) == len(self.outputs) < 2 and not self.inplace:
             return None
-        return dict(enumerate(self.outputs)) if shaped else (0,)  # not the in-place inputs' contents
+        shaped = all(None not in self.outputs[k] and set(self.outputs[k]) <= set(self.dim_max) for k in graded)
+        return {k: self.outputs[k] for k in graded} if shaped and graded else (0,)
 
     def coverage(self, torch):
         """Which aten ops the op reaches, forward and backward, that the magnitude pass has no rule for

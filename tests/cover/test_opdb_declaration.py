@@ -88,3 +88,10 @@ def test_an_op_that_takes_strides_and_an_offset_gets_a_tensor_that_owns_its_stor
         result = run_cell(subject, "layout:offset", config=run_config(profile="ci", seed=7, device="interpreter"))
     # as a view at an offset, its storage_offset=0 would address the elements before the view
     assert result.outcome == "honoured", result.message
+
+
+def test_only_the_outputs_autograd_differentiates_carry_a_gradient():
+    decl, _ = _declared("_batch_norm_with_update")  # (out, save_mean, save_invstd): the statistics are saved
+    assert decl.has_backward(torch) and decl.backward_outputs() == {0: decl.outputs[0]}
+    both, _ = _declared("var_mean")
+    assert both.has_backward(torch) and set(both.backward_outputs()) == {0, 1}

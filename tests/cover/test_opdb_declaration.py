@@ -1,4 +1,4 @@
-"""bench/opdb_calibration.py's generic declaration: the inputs an op documents as written (its aten schemas'
+"""bench/opdb_declarations.py, the generic declaration: the inputs an op documents as written (its aten schemas'
 ``Tensor(a!)``) are declared in place, so the memory check expects those writes and still catches any other."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-opdb = pytest.importorskip("opdb_calibration")
+opdb = pytest.importorskip("opdb_declarations")
 
 
 def _batch_norm_inputs():

@@ -38,7 +38,8 @@
 #                 examples/triton_tutorials/sources) on CUDA, nightly profile; TUT_K [all] a pytest -k selection
 #   tutchecks     bench/gpu/tutorial_cuda_checks.py size1, ln-grad, ws-causal, assume-broadcast (one process each)
 #   opdb          torch's float op_db ops declared generically (bench/opdb_calibration.py) on CUDA, OPDB_PROCS [14]
-#                 shards side by side, fresh seeds for OPDB_MINUTES [3.2] each (bench/gpu/opdb_shards.sh)
+#                 shards side by side, fresh seeds for OPDB_MINUTES [3.2] each (bench/gpu/opdb_shards.sh);
+#                 OPDB_OPS [all] comma-separated op names
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
 #                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
@@ -206,7 +207,7 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
         calib) run_step calib "${CALIB_LIMIT:-240}" python3 bench/calibration.py --device cuda \
                    --seeds "${CALIB_SEEDS:-200}" --minutes "${CALIB_MINUTES:-3}" ;;
         opdb) run_step opdb "${OPDB_LIMIT:-240}" bash bench/gpu/opdb_shards.sh cuda "${OPDB_PROCS:-14}" \
-                  "${OPDB_MINUTES:-3.2}" "${OPDB_SEEDS:-50}" "$L/opdb" ;;
+                  "${OPDB_MINUTES:-3.2}" "${OPDB_SEEDS:-50}" "$L/opdb" "${OPDB_OPS:-}" ;;
         falsealarms) rm -rf .conformance/examples
                      run_step "falsealarms_${FA_NAME:-new}" "${FA_LIMIT:-420}" python3 bench/gpu/false_alarms_pool.py \
                          --seeds "${FA_SEEDS:-20}" --workers "${FA_WORKERS:-14}" --profile nightly --device cuda \

@@ -36,8 +36,10 @@
 #                 nightly profile; servingli: its large_index_check.py (2^31 + 1024 elements per quantizer)
 #   tutorials     examples/triton_tutorials (Triton's tutorials 01-09 at c147f098; carry
 #                 examples/triton_tutorials/sources) on CUDA, nightly profile; TUT_K [all] a pytest -k selection
+#   tutchecks     bench/gpu/tutorial_cuda_checks.py size1, ln-grad, ws-causal, assume-broadcast (one process each)
 #   opdb          torch's float op_db ops declared generically (bench/opdb_calibration.py) on CUDA, OPDB_PROCS [14]
-#                 shards side by side, fresh seeds for OPDB_MINUTES [3.2] each (bench/gpu/opdb_shards.sh)
+#                 shards side by side, fresh seeds for OPDB_MINUTES [3.2] each (bench/gpu/opdb_shards.sh);
+#                 OPDB_OPS [all] comma-separated op names
 #   falsealarms   the correct kernels at FA_SEEDS [20] fresh nightly seeds, FA_WORKERS [14] processes
 #                 (bench/gpu/false_alarms_pool.py); FA_ROOT [.] another checkout's code (before/after)
 set -u
@@ -205,7 +207,7 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
         calib) run_step calib "${CALIB_LIMIT:-240}" python3 bench/calibration.py --device cuda \
                    --seeds "${CALIB_SEEDS:-200}" --minutes "${CALIB_MINUTES:-3}" ;;
         opdb) run_step opdb "${OPDB_LIMIT:-240}" bash bench/gpu/opdb_shards.sh cuda "${OPDB_PROCS:-14}" \
-                  "${OPDB_MINUTES:-3.2}" "${OPDB_SEEDS:-50}" "$L/opdb" ;;
+                  "${OPDB_MINUTES:-3.2}" "${OPDB_SEEDS:-50}" "$L/opdb" "${OPDB_OPS:-}" ;;
         falsealarms) rm -rf .conformance/examples
                      run_step "falsealarms_${FA_NAME:-new}" "${FA_LIMIT:-420}" python3 bench/gpu/false_alarms_pool.py \
                          --seeds "${FA_SEEDS:-20}" --workers "${FA_WORKERS:-14}" --profile nightly --device cuda \
@@ -217,6 +219,10 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
         tutorials) ( cd examples/triton_tutorials && run_step tutorials "${TUT_LIMIT:-420}" python3 -m triton_conformance.cli \
                        run --device cuda --profile nightly -n "${TUT_N:-8}" --fresh --results "$L/triton_tutorials/results.json" \
                        ${TUT_K:+-- -k "$TUT_K"} ) ;;
+        tutchecks) for check in size1 ln-grad ws-causal assume-broadcast; do
+                       ( cd examples/triton_tutorials && run_step "tutcheck_$check" 120 python3 \
+                             ../../bench/gpu/tutorial_cuda_checks.py "$check" )
+                   done ;;
         servingli) ( cd examples/serving_fp8 && run_step servingli "${SL_LIMIT:-90}" python3 large_index_check.py ) ;;
         bugfinding) run_step bugfinding 400 python3 bench/bug_finding.py --device cuda --out "$L/bug_finding" ;;
         *) note "unknown step $step" ;;

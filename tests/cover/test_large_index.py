@@ -643,6 +643,41 @@ def test_programs_that_did_not_run_are_never_blamed():
     assert "stopped: its cost allowance was spent" in result.message and "no row was compared" in result.message
 
 
+@triton.jit
+def double_rows_persistent(x_ptr, out_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+    width = n_cols.to(tl.int64)
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        offs = tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        at = row * width + offs
+        tl.store(out_ptr + at, tl.load(x_ptr + at, mask=mask) * 2, mask=mask)
+
+
+def test_a_pass_that_reached_no_offset_past_2_31_is_no_pass():
+    # tutorial_matmul_persistent was honoured on the interpreter and unsafe (poisoned-read) on the H200: the
+    # emulation's allowance ran out in programs that own early tiles, and "honoured" then said offsets it never
+    # reached were checked.  Such a cell is skipped, naming how far it got; one that gets there stays honoured.
+    # A grid a little wider than a quarter of the rows: the grid's last programs loop 3 times, the rows past
+    # 2^31 (the last ~125) belong to programs the allowance never reaches.
+    def persistent_rows(x):
+        out = torch.empty_like(x)
+        double_rows_persistent[(x.shape[0] // 4 + 1000,)](x, out, x.shape[0], x.shape[1], BLOCK=64)
+        return out
+
+    subject = tc.register(persistent_rows, name=f"cover_li_persistent_rows_{next(_ids)}",
+                          inputs={"x": Tensor(("M", "N"), dtypes=("float16",))},
+                          dims={"M": Dim(1, 1 << 28), "N": Dim(1, 64)}, oracle=lambda x: x * 2)
+    result = run_cell(subject, "shape:large-index", backend=Backend())
+    assert (result.outcome, result.details.get("skip_code")) == ("skipped", "large-index:not-reached"), \
+        result.message
+    reached = result.details["offsets"]
+    assert reached["past_2^31"] is False and reached["last_element"] < LARGE <= reached["planned_last_element"]
+    assert f"element {reached['last_element']} (2^31 - " in result.message
+    good = run_cell(rows_subject(wide=True), "shape:large-index", backend=Backend())
+    assert good.outcome == "honoured" and good.details["offsets"]["past_2^31"] is True, good.message
+    assert good.details["offsets"]["last_row_start"] >= LARGE
+
+
 def test_a_cost_cap_on_drawn_examples_does_not_remove_the_cell():
     # max_elements bounds what the searched cells draw; the launcher still takes 2^31 elements
     plan = large_index_plan(contract(VECTOR, {"N": Dim(0, 1 << 32)}, max_elements=1 << 12))

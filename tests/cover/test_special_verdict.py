@@ -108,3 +108,52 @@ def test_an_fp16_gradient_past_its_range_is_inf_as_the_oracle_rounded_to_fp16_is
     assert dx[0] == float("inf")
     found = _judge(oracle, backward=("x",)).compare_gradients(inputs, go.double(), {"N": 2}, FP16, {}, (dx,))
     assert found is None, found
+
+
+def test_an_inf_where_the_value_is_within_the_fp16_bound_of_overflow_is_explained_and_one_far_from_it_is_worse():
+    def oracle(x):
+        return torch.cumprod(x, 0)
+
+    contract = tc.Contract(inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 64)}, oracle=oracle)
+    judge = Judge(as_subject(contract))
+    x = torch.tensor([255.0, 256.0, 1.0], dtype=torch.float16)  # float64: 255, 65280, 65280, finite in fp16
+    # the H200's fp16 cumprod gives inf where float64's is 65,312: a rounding of the running product overflows
+    near = torch.tensor([255.0, float("inf"), float("inf")], dtype=torch.float16)
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (near,))
+    assert found.kind == "nan-mismatch" and found.details["precision"]["achieved"] == "input-dtype", found
+    far = near.clone()
+    far[0] = float("inf")  # 255, far below 65,504: no fp16 rounding of this product overflows
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (far,))
+    assert found.details["precision"]["achieved"] == "worse", found
+    flipped = near.clone()
+    flipped[1] = float("-inf")  # the overflow's sign wrong
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (flipped,))
+    assert found.details["precision"]["achieved"] == "worse", found
+
+
+def test_a_nan_where_the_value_is_past_the_fp16_range_is_explained_and_one_at_a_finite_value_is_worse():
+    def oracle(x):
+        return torch.cumprod(x, 0)
+
+    contract = tc.Contract(inputs={"x": Tensor(("N",), dtypes=("float16",))}, dims={"N": Dim(1, 64)}, oracle=oracle)
+    judge = Judge(as_subject(contract))
+    x = torch.tensor([300.0, 300.0, 1.0], dtype=torch.float16)  # float64: 300, 90000, 90000: past 65,504
+    overflowed = torch.tensor([300.0, float("nan"), float("nan")], dtype=torch.float16)  # inf - inf inside
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (overflowed,))
+    assert found.kind == "nan-mismatch" and found.details["precision"]["achieved"] == "input-dtype", found
+    overflowed[0] = float("nan")  # 300 is finite: a NaN there is no overflow
+    found = judge.compare({"x": x}, {"N": 3}, {"x": "float16"}, {}, (overflowed,))
+    assert found.details["precision"]["achieved"] == "worse", found
+
+
+def test_a_nan_where_the_fp16_steps_overflow_to_inf_is_explained():
+    def oracle(x, t1, t2):
+        return x + t1 / (t2 * t2)
+
+    inputs = _inputs()
+    steps = inputs["x"] + inputs["t1"] / (inputs["t2"] * inputs["t2"])
+    assert steps[0] == float("inf")
+    other_order = steps.clone()
+    other_order[0] = float("nan")  # the same overflow, met as inf - inf by a kernel that orders it otherwise
+    found = _judge(oracle).compare(inputs, {"N": 2}, FP16, {}, (other_order,))
+    assert found.kind == "nan-mismatch" and found.details["precision"]["achieved"] == "input-dtype", found

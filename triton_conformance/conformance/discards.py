@@ -3,7 +3,8 @@
 An example is **discarded**, never judged, when what it needs is beyond the
 cell's allowance (:mod:`.search.allowance`): a kernel past the compile budget, more
 memory than the cap or the machine holds, more interpreted work than its
-share, a config the kernel's own pruning drops.  Whoever finds that out raises
+share, a config the kernel's own pruning drops, or one that does not fit the device
+(Triton's autotuner skips it).  Whoever finds that out raises
 :class:`ExampleDiscarded` with its reason; the search counts it and draws
 again, and an unsearched cell whose one example is discarded is skipped,
 saying why (:attr:`DiscardReason.skips`).
@@ -30,7 +31,7 @@ import torch
 from triton_conformance.conformance import memory_bound
 
 __all__ = ["ExampleDiscarded", "DiscardReason", "REASONS", "reason", "COMPILE_BUDGET", "NO_COMPILED_CLASS",
-           "OVER_MEMORY", "DEVICE_MEMORY", "OVER_COST", "CUT", "PRUNED", "OutOfMemory", "out_of_memory",
+           "OVER_MEMORY", "DEVICE_MEMORY", "OVER_COST", "CUT", "PRUNED", "UNFIT", "OutOfMemory", "out_of_memory",
            "raise_if_out_of_memory", "discarding_out_of_memory"]
 
 
@@ -61,6 +62,7 @@ DEVICE_MEMORY = "device-memory"
 OVER_COST = "over-cost"
 CUT = "cut"
 PRUNED = "pruned"
+UNFIT = "out-of-resources"
 
 REASONS: dict[str, DiscardReason] = {r.name: r for r in (
     DiscardReason(COMPILE_BUDGET, "compile_budget_discarded", "for the subject's compile budget",
@@ -78,6 +80,9 @@ REASONS: dict[str, DiscardReason] = {r.name: r for r in (
                   "one program of this cell's example spent the interpreter's cost pool before it ended"),
     DiscardReason(PRUNED, "pruned_discarded", "where the kernel's own pruning drops the pinned config",
                   "the kernel's own pruning drops the pinned config"),
+    DiscardReason(UNFIT, "out-of-resources_discarded", "where the pinned config does not fit the device "
+                  "(OutOfResources) and another surviving config does: Triton's autotuner skips it there",
+                  "the pinned config does not fit the device (OutOfResources), and Triton's autotuner skips it"),
 )}
 
 

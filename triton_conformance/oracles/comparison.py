@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -73,7 +74,7 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, bound: Bound,
     mismatch, errors = _compare(actual, expected, bound, lowp, name)
     if mismatch is not None and mismatch.kind == "nan-mismatch" and rounded is not None:
         return _special_verdict(mismatch, actual, expected, bound, rounded, input_bound, lambda a, e: compare(
-            a, e, bound, lowp, name, magnitude, input_bound, observe))
+            a, e, bound, lowp, name, magnitude, input_bound, observe), magnitude)
     m = None
     if mismatch is not None and mismatch.kind == "mismatch" and bound.per_term > 0 and magnitude is not None:
         m = magnitude() if callable(magnitude) else magnitude
@@ -119,9 +120,11 @@ def _at_input_unit(magnitude: Any, low: Bound, m):
     return again if isinstance(again, torch.Tensor) and again.shape == m.shape else m
 
 
-def _special_verdict(mismatch: Mismatch, actual, expected, bound: Bound, rounded, input_bound, rest) -> Mismatch:
+def _special_verdict(mismatch: Mismatch, actual, expected, bound: Bound, rounded, input_bound, rest,
+                     magnitude=None) -> Mismatch:
     """``mismatch`` (NaN/inf positions differ) with its precision verdict: explained where the oracle's steps,
-    each rounded to the input dtype, make the kernel's NaN or inf at every such position and the other
+    each rounded to the input dtype, make the kernel's NaN or inf at every such position, or the kernel's inf
+    is an overflow within the input-dtype bound's reach (:func:`_overflow_within_reach`), and the other
     elements pass (or are within the input-dtype bound: ``rest``, the comparison without those positions);
     else worse."""
     low = input_bound() if callable(input_bound) else input_bound
@@ -133,7 +136,11 @@ def _special_verdict(mismatch: Mismatch, actual, expected, bound: Bound, rounded
     a = actual.detach().to(torch.float64)
     special = _special_positions(a, _overflowed(expected.detach().to(a.device, torch.float64), actual.dtype))
     kernel, steps = special_class(a), special_class(r.to(a.device))
-    unmade = special & (kernel != steps)
+    # NaN for the steps' inf or the other way round: overflowed intermediates, and the order of the
+    # operations decides which of inf - inf and inf comes out
+    swapped = (kernel > 0) & (steps > 0) & ((kernel == 1) | (steps == 1))
+    unmade = special & (kernel != steps) & ~swapped & ~_overflow_within_reach(a, expected, low, magnitude,
+                                                                              actual.dtype)
     counts = {"special_positions": int(special.sum()), "special_explained": int((special & ~unmade).sum())}
     base = {"claimed": bound.accumulate or dtype, "input": dtype, **counts}
     if unmade.any():
@@ -153,6 +160,33 @@ def _special_verdict(mismatch: Mismatch, actual, expected, bound: Bound, rounded
             "the other elements: "
             + ("within the bound" if others is None else others.message))
     return replace(mismatch, precision=found, message=f"{mismatch.message}; precision: {text}")
+
+
+def _overflow_within_reach(a: torch.Tensor, expected: torch.Tensor, low: Bound | None, magnitude,
+                           dtype: torch.dtype) -> torch.Tensor:
+    """Where the kernel's ±inf (``a``, in float64; its dtype ``dtype``) is the overflow of a value the input-dtype bound allows: the oracle's finite
+    value, of the same sign, within that bound (its magnitudes at the input dtype's unit where there are
+    some) of the first value that rounds to inf (fp16 cumprod's 65,312 with an allowance past 65,520), of
+    either sign where the allowance is larger than the value; or the kernel's NaN there (a solve whose
+    intermediates overflow subtracts inf from inf)."""
+    e = expected.detach().to(a.device, torch.float64)
+    none = torch.zeros_like(a, dtype=torch.bool)
+    if low is None or not dtype.is_floating_point or dtype == torch.float64:
+        return none
+    info = torch.finfo(dtype)
+    threshold = info.max + info.eps * 2.0 ** math.floor(math.log2(info.max)) / 2  # rounds to inf from here
+    if callable(magnitude):
+        m = magnitude(low.per_term / SAFETY_FACTOR) if inspect.signature(magnitude).parameters else magnitude()
+    else:
+        m = magnitude
+    if isinstance(m, torch.Tensor) and tuple(m.shape) == tuple(e.shape) and low.per_term > 0:
+        low = low.conditioned(m.to(a.device))
+    atol = low.atol if isinstance(low.atol, (int, float)) else low.atol.detach().to(a.device, torch.float64)
+    allowance = atol + low.rtol * e.abs()
+    reached = ~torch.isnan(e) & (e.abs() + allowance >= threshold)
+    signed = (torch.sign(a) == torch.sign(e)) | (allowance >= e.abs())  # a sign within the allowance is open
+    # a NaN there is inf - inf of overflowed steps
+    return reached & ((torch.isinf(a) & torch.isfinite(e) & signed) | torch.isnan(a))
 
 
 def _special_positions(a: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

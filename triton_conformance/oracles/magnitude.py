@@ -20,6 +20,9 @@ was formed from, a first-order running error analysis:
   ``m_A @ |B| + |A| @ m_B + sqrt(K) * |A| @ |B|``;
 - copies, views, selections and concatenations move magnitudes as they move
   values; a max picks the magnitude of the element it picked;
+- dense linear algebra (factorizations, solves, matrix functions: LAPACK's
+  backward-stable algorithms) gives the change of the op at its inputs moved by
+  their backward error (:mod:`.magnitude_linalg`);
 - composite ops (softmax, layer norm, cross entropy, gelu, their backwards)
   are decomposed with torch's own decompositions into the ops above.
 
@@ -67,6 +70,7 @@ from triton_conformance.oracles.magnitude_rules import (
     unit_roundoff,
 )
 from triton_conformance.oracles.magnitude_decompositions import own_decomposition
+from triton_conformance.oracles.magnitude_linalg import is_dense_linear_algebra
 from triton_conformance.oracles.rounding import HELD_AS as _HELD_AS
 
 __all__ = ["FP32_UNIT", "Unavailable", "gradient_magnitudes", "import_before_shims", "output_magnitudes"]
@@ -160,10 +164,12 @@ def _dispatch(func, args: tuple, kwargs: dict):
             out = decomposition(*args, **kwargs)
             if out is not NotImplemented:  # torch's decompositions decline some arguments
                 return out
-        out = func(*values, **vkwargs)
-        if any(is_float(o) for o in tree_flatten(out)[0]):
-            return _missing(func, out)
-        return out  # a query (a size, an item, a comparison): no magnitudes needed
+        if not (is_dense_linear_algebra(op_name(func)) and not func._schema.is_mutable):
+            out = func(*values, **vkwargs)
+            if any(is_float(o) for o in tree_flatten(out)[0]):
+                return _missing(func, out)
+            return out  # a query (a size, an item, a comparison): no magnitudes needed
+        rule = "stable"  # a factorization or solve: its backward error, carried through it
     mags, mkwargs = tree_map(_magnitude, (args, kwargs))
     if func._schema.is_mutable:
         return _in_place(func, rule, args, values, vkwargs, mags, mkwargs)

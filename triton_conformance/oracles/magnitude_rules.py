@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from triton_conformance.oracles.magnitude_linalg import stable_magnitude
 from triton_conformance.oracles.magnitude_selections import RULES as _PICKING
 from triton_conformance.oracles.magnitude_selections import apply as _picked
 from triton_conformance.oracles.magnitude_steps import step_height
@@ -39,7 +40,7 @@ _MOVES = {
     "alias_copy", "split_copy", "index", "_unsafe_index", "index_select", "gather", "take_along_dim", "cat", "stack",
     "flip", "roll", "repeat", "repeat_interleave", "constant_pad_nd", "tril", "triu", "masked_fill",
     "masked_scatter", "index_put", "index_copy", "scatter", "slice_scatter", "select_scatter", "diagonal_scatter",
-    "fill", "zero", "pixel_shuffle", "masked_select",
+    "fill", "zero", "pixel_shuffle", "masked_select", "lu_unpack", "as_strided_scatter",
 }
 # Views by size: a magnitude need not have its value's strides (the value may be a view where the
 # magnitude was computed afresh), so it is reshaped where the value was viewed.
@@ -131,6 +132,8 @@ def apply(rule: str, func, values: tuple, vkwargs: dict, mags: tuple, mkwargs: d
         return _summed(func, values, vkwargs, mags, mkwargs, out, unit)
     if rule == "constant":
         return tree_map(lambda o: torch.zeros_like(o) if is_float(o) else o, out)
+    if rule == "stable":
+        return stable_magnitude(func, values, vkwargs, mags, mkwargs, out, unit)
     if rule in _PICKING or rule == "strided":
         return _picked(rule, _name(func), values, vkwargs, _wide(mags[0]), out)
     return _bilinear(func, values, vkwargs, mags, out, unit)

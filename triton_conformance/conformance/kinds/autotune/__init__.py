@@ -9,6 +9,10 @@ config get these cells (:func:`..autotune.tuners_for`), so the others pay nothin
   where the kernel's own pruning drops the config is discarded; a cell whose
   every draw pruned it is skipped.  The config is named in the message and in
   ``details["config"]``, with the launches and (on CUDA) compiles per config.
+  A draw where the config does not fit the device (``OutOfResources``) but
+  another survivor does is discarded too, as Triton's autotuner skips it (a
+  cell of such draws only is skipped, ``discard:out-of-resources``, naming the
+  resource); where no survivor fits, the cell is a ``compile-error``.
   For a subject that declares a backward, each example runs the backward
   battery too, under the same pins: the backward's tuned kernels are found
   with the forward's (an autograd Function's methods), and each of their
@@ -140,6 +144,9 @@ class AutotuneCells(CellKind):
             if value == "benchmark" and not result.passed and result.outcome not in ("skipped", "crash"):
                 return _benchmark_hint(result, tuning, details)
             message = f"{what}: {result.message}" if what else result.message
+            if tuning.unfit:  # the resource each config that did not fit ran out of
+                message += " (" + "; ".join(f"{c}: out of {r}" for c, r in tuning.unfit.items()) + ")"
+                details["out_of_resources"] = dict(tuning.unfit)
             if probing and result.outcome == "honoured":
                 message += ": " + ("the tuning benchmark in both orders gave the same bits and the right answer"
                                    if value == "order" else "every config cached at another size of a dim, where "

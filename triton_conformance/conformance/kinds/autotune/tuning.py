@@ -14,6 +14,13 @@ attributes only, removed afterwards), so that a launch
 - ``choose``: runs the first survivor not in ``avoid`` (priming the tuner's
   cache for the ``autotune:key`` cell with a config not tried yet).
 
+A config the cell forces (pinned or chosen) that does not fit the device
+(``OutOfResources``: shared memory, registers) is one Triton's own
+``Autotuner._bench`` skips, so a user never runs it: where another survivor
+of the same launch compiles, the example is discarded (:class:`ConfigUnfit`);
+where none does, the kernel cannot run at all and the error stands (a
+``compile-error``).
+
 Each launch of the kernel is attributed to its config (``launches``), and on
 CUDA each new specialization too (``compiles``).  Under the interpreter the
 compat layer's autotune shim has already pruned; nothing is timed anywhere:
@@ -30,13 +37,14 @@ from typing import Any, Callable, Iterable
 
 import torch
 from triton.runtime.autotuner import Autotuner
+from triton.runtime.errors import OutOfResources
 
 import triton_conformance.compat as compat
 from triton_conformance.compat import surviving_configs
 from triton_conformance.conformance.kinds.autotune.wrappers import clear_tuning
-from triton_conformance.conformance.discards import PRUNED, ExampleDiscarded
+from triton_conformance.conformance.discards import PRUNED, UNFIT, ExampleDiscarded
 
-__all__ = ["config_name", "ConfigPruned", "Tuning", "BENCH_RUNS", "quick_benchmarks", "QUICK_BENCH_RUNS"]
+__all__ = ["config_name", "ConfigPruned", "ConfigUnfit", "Tuning", "BENCH_RUNS", "quick_benchmarks", "QUICK_BENCH_RUNS"]
 
 BENCH_RUNS = 1  # kernel_call()s per config in an emulated do_bench: one already shows a missing reset
 # Timed runs per config when a real tuner benchmarks on CUDA during a cell: enough to rank configs,
@@ -64,6 +72,15 @@ class ConfigPruned(ExampleDiscarded):
         self.kernel = kernel
 
 
+class ConfigUnfit(ExampleDiscarded):
+    """The forced config does not fit the device for this launch, and ``fits`` (another survivor) does:
+    the autotuner would have skipped it, so the example is discarded, never failed."""
+
+    def __init__(self, config: str, error: OutOfResources, fits: str):
+        super().__init__(UNFIT, f"config {config}: {error} (config {fits} fits)")
+        self.resource = f"{error.name}, required {error.required}, limit {error.limit}"
+
+
 def _compat_pruned() -> bool:
     return "autotune" in compat.installed()
 
@@ -85,6 +102,8 @@ class Tuning:
         self.launches: Counter = Counter()
         self.compiles: Counter = Counter()
         self.survivors: dict[int, list[str]] = {}  # id(tuner) -> the survivors of its last tuning
+        self._survivor_configs: dict[int, list] = {}  # id(tuner) -> those survivors' Config objects
+        self.unfit: dict[str, str] = {}  # a forced config that did not fit -> the resource (see ConfigUnfit)
         self.benchmarked: dict[int, list[str]] = {}  # id(tuner) -> configs the last benchmark ran, in order
         self.ran: dict[int, str] = {}  # id(tuner) -> the config of its last final launch
         self.tuned = 0  # tunings (cache misses) so far
@@ -124,6 +143,7 @@ class Tuning:
                     survivors = result
                 names = [config_name(c) for c in survivors]
                 self.survivors[id(tuner)] = names
+                self._survivor_configs[id(tuner)] = survivors
                 self.tuned += 1
                 if self.policy == "pin":
                     want = self.pins.get(id(tuner))
@@ -168,7 +188,17 @@ class Tuning:
                 if self._benching is None:
                     self.ran[id(tuner)] = name
                 self._current = name
-                return original(*args, **kwargs)
+                if self._benching is not None or self.policy == "bench":
+                    return original(*args, **kwargs)  # Autotuner._bench skips a config that does not fit
+                try:
+                    return original(*args, **kwargs)
+                except OutOfResources as exc:
+                    fits = self._fitting_survivor(tuner, name, original, args, kwargs)
+                    if fits is None:
+                        raise  # no survivor fits: the kernel cannot run on this draw at all
+                    unfit = ConfigUnfit(name, exc, fits)
+                    self.unfit[name] = unfit.resource
+                    raise unfit from exc
 
             self._set(tuner, "prune_configs", prune)
             self._set(tuner, "_bench", bench)
@@ -177,6 +207,28 @@ class Tuning:
         if self.counting:
             self._install_compile_hook()
         return self
+
+    def _fitting_survivor(self, tuner: Any, name: str, original: Any, args: tuple, kwargs: dict) -> str | None:
+        """The first other survivor of this launch that compiles and loads without ``OutOfResources``
+        (compiled as a warm-up, never launched: its pre_hook runs first, as the autotuner's would)."""
+        survivors = self._survivor_configs.get(id(tuner), ())
+        forced = next((c for c in survivors if self.label(tuner, config_name(c)) == name), None)
+        base = {k: v for k, v in kwargs.items() if forced is None or k not in forced.all_kwargs()}
+        for config in survivors:
+            if config is forced:
+                continue
+            self._current = self.label(tuner, config_name(config))  # its compile is counted as its own
+            current = {**base, **config.all_kwargs(), "warmup": True}
+            if config.pre_hook:
+                config.pre_hook({**(tuner.nargs or {}), **current})
+            try:
+                kernel = original(*args, **current)
+                if kernel is not None and hasattr(kernel, "_init_handles"):
+                    kernel._init_handles()  # where a CUDA kernel's resources are checked
+            except OutOfResources:
+                continue
+            return config_name(config)
+        return None
 
     def _install_compile_hook(self) -> None:
         try:

@@ -57,8 +57,17 @@ class LargeIndexCell(CellKind):
         where = "real tensors" if backend.on_device else "emulated: lazy tensors, last programs of the grid"
         where = "; ".join([where] + report.notes)
         offsets = plan.offsets(subject.contract)
-        reached = (f"offsets reached in {offsets['input']!r}: element {_past(offsets['last_element'])}, "
-                   f"last row start {_past(offsets['last_row_start'])}")
+        if report.reached is not None and verdict == "honoured":
+            # Emulated, a pass is worth what the programs that ran touched, not what the tensors span (a finding
+            # is its own proof: the offsets the example asked for are what it says).
+            offsets = _reached_offsets(offsets, report.reached)
+        reached = _describe_offsets(offsets)
+        if offsets.get("past_2^31") is False:
+            # Honoured would say the kernel's offsets past 2^31 were checked; none was reached.
+            return skipped(subject, context.cell, f"{plan.dims} {plan.dtype}: the programs the emulation ran "
+                           f"within its allowance reached no element past 2^31 of any huge input ({where}; "
+                           f"{reached}), so nothing past 2^31 was checked: on CUDA the cell runs every program "
+                           "on real tensors", code="large-index:not-reached", details={"offsets": offsets})
         if isinstance(verdict, Finding):
             example = {"dims": plan.dims, "dtypes": {n: input_dtype(subject.contract, plan, n)
                                                      for n in subject.contract.inputs},
@@ -75,6 +84,25 @@ class LargeIndexCell(CellKind):
             details.update(value_compared=report.value_compared, notes=report.notes)
         return cell_result(subject, context.cell, "honoured", f"{plan.dims} {plan.dtype} ({elements} elements"
                            f"{params}, {where}; {reached}): {checked}", examples=1, details=details)
+
+
+def _reached_offsets(planned: dict, reached: dict[str, int | None]) -> dict:
+    """The plan's offsets replaced by what the emulation touched: in the plan's input, the highest element and
+    the start of its row; ``past_2^31`` whether any huge input was touched at or past 2^31."""
+    row = planned["row_elements"]
+    last = reached.get(planned["input"])
+    offsets = {"input": planned["input"], "row_elements": row, "planned_last_element": planned["last_element"],
+               "past_2^31": any(v is not None and v >= LARGE for v in reached.values())}
+    if last is not None:
+        offsets.update(last_element=last, last_row_start=last - last % row if row else last)
+    return offsets
+
+
+def _describe_offsets(offsets: dict) -> str:
+    if "last_element" not in offsets:
+        return f"offsets reached in {offsets['input']!r}: none (no program that ran loaded or stored it)"
+    return (f"offsets reached in {offsets['input']!r}: element {_past(offsets['last_element'])}, "
+            f"last row start {_past(offsets['last_row_start'])}")
 
 
 def _past(offset: int) -> str:

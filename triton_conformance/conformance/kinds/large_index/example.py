@@ -191,6 +191,8 @@ class ExampleReport:
 
     notes: list[str] = field(default_factory=list)
     value_compared: bool = True
+    # Emulated: each huge input's highest element that the programs which ran loaded or stored (None: none did).
+    reached: dict[str, int | None] | None = None
 
     def unchecked(self, note: str) -> str:
         """No output compared: only the memory checks applied."""
@@ -258,6 +260,9 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
         raw, error = launch()
     if emulate and state.windows:
         report.notes.append(f"programs run: {state.describe()}")
+    if emulate:
+        report.reached = {n: state.reached(inputs[n]) for n in row_inputs
+                          if plan.elements(contract, n) >= LARGE and isinstance(inputs.get(n), torch.Tensor)}
     violation = getattr(state, "violation", None)
     if violation is not None:
         return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "

@@ -148,6 +148,7 @@ class _Emulation:
     windows: list[LaunchWindow] = field(default_factory=list)
     tensors: list[_Tensor] = field(default_factory=list)
     host: tuple = ()  # the launch's arguments, device and host copies, to restore after a window ends
+    highest: dict[int, int] = field(default_factory=dict)  # a huge tensor's first byte -> the last byte touched
     violation: OutOfBoundsAccess | None = None  # the first store outside (it stopped the launch)
     read_violation: OutOfBoundsAccess | None = None  # the first load outside (masked off; its launch stopped)
     active: bool = True
@@ -171,6 +172,12 @@ class _Emulation:
     def describe(self, most: int = 3) -> str:
         shown = "; ".join(w.describe() for w in self.windows[:most])
         return shown + (f"; and {len(self.windows) - most} launches more" if len(self.windows) > most else "")
+
+    def reached(self, tensor: Any) -> int | None:
+        """The highest element of ``tensor`` (a huge tensor of a launch, by its first byte) that a program which
+        ran loaded or stored, over every launch; None if none did."""
+        last = self.highest.get(tensor.data_ptr())
+        return None if last is None else (last - tensor.data_ptr()) // tensor.element_size()
 
     def range(self, start: Any, stop: Any = None, step: Any = None, **_: Any) -> range:
         """``range`` / ``tl.range`` inside the kernel: a long loop keeps only its last iterations."""
@@ -247,6 +254,8 @@ class _Emulation:
                 low, high = int(touched.min()), int(touched.max())
                 t.first = low if t.first < 0 else min(t.first, low)
                 t.last = max(t.last, high)
+                if t.seen is not None:  # a huge tensor: how far into it the emulation got
+                    self.highest[t.lo] = max(self.highest.get(t.lo, high), high)
                 if t.seen is not None and high >= t.watch_from:
                     ends = touched[touched >= t.watch_from]
                     t.seen[(ends - np.uint64(t.watch_from)) // np.uint64(t.itemsize)] = True

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hypothesis import given, reject
+from hypothesis import strategies as st
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 
@@ -122,6 +123,10 @@ class Violation(Exception):
         self.spec = spec
 
 
+class _NotRun(Exception):
+    """A draw of a batch that is not run (outside the contract, over a cap, judged before): the batch goes on."""
+
+
 class _StopSearch(BaseException):
     """Ends a search early, past Hypothesis (which would keep drawing): a budget is spent.
 
@@ -195,6 +200,13 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
     failures: dict[Spec, Violation] = {}
     shrink_calls = allowance.shrink_calls if shrink_calls is None else shrink_calls
     after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
+    batch = policy.batch
+    judged: set[Spec] = set()  # with batches: draws already run to a verdict, not run again
+
+    def skip() -> None:
+        if batch > 1:
+            raise _NotRun  # the batch draws its next example
+        reject()
 
     def admits(spec: Spec) -> bool:
         return allowance.fits(contract, spec) and not (excluding is not None and excluding.excludes(spec))
@@ -207,19 +219,19 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
         if allowance.spent():
             raise _StopSearch  # a budget (compiles, the interpreter's cost) keeps refusing what this cell draws
         if excluding is not None and excluding.excludes(spec):
-            reject()  # the first finding's degenerate size: look elsewhere
+            skip()  # the first finding's degenerate size: look elsewhere
         if runner.inside_only and expectation(contract, spec).kind != "honour":
             outcome.not_run[OUTSIDE_CONTRACT] += 1
-            reject()
+            skip()
         try:
             allowance.admit(contract, spec)
         except ExampleDiscarded:
-            reject()  # not run: it would need more memory than an example may take
+            skip()  # not run: it would need more memory than an example may take
         if allowance.steering:
             steered = in_compiled_class(context, spec, draw.keeps_class, admits)
             if steered is None:
                 allowance.discard(NO_COMPILED_CLASS)
-                reject()  # the cell may compile no new class, and no compiled one holds this example
+                skip()  # the cell may compile no new class, and no compiled one holds this example
             outcome.steered += steered is not spec
             spec = steered
         if failures:
@@ -228,7 +240,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
         try:
             verdict = run_one(context, runner, spec)
         except ExampleDiscarded:
-            reject()  # counted by the step; the search draws another
+            skip()  # counted by the step; the search draws another
         if allowance.steering and allowance.compiles.classes == classes_before:
             outcome.reused += 1
         if isinstance(verdict, Finding) and excluding is not None and excluding.same_bug(verdict, spec):
@@ -240,9 +252,32 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
             raise failures[spec]
         outcome.counts[verdict] += 1
 
+    def probe_batch(batch_specs: list[Spec]) -> None:
+        """One test case of ``batch`` distinct draws, each judged on its own; the first failure raises, so
+        Hypothesis shrinks the case towards it (draws judged before are not run again)."""
+        ran = 0
+        for spec in batch_specs:
+            if spec in judged and spec not in failures:
+                continue
+            try:
+                probe(spec)
+            except _NotRun:
+                continue
+            judged.add(spec)
+            ran += 1
+            if not failures and outcome.examples >= outcome.asked:
+                raise _StopSearch  # the cell's examples are all run
+        if not ran:
+            reject()  # nothing in this case ran: Hypothesis counts it invalid (and gives up on a cell of only these)
+
     salt = draw.name + ("::second" if excluding is not None else "")
-    test = policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(
-        given(draw.strategy)(probe))
+    if batch > 1:  # a test case is a batch: its entries in the database are not single examples
+        # Distinct draws: Hypothesis's mutator copies one draw over another, which a batch would only skip.
+        batches = st.lists(draw.strategy, min_size=batch, max_size=batch, unique=True)
+        test = policy.settings(subject.name, cell, salt + "::batch", max_examples=outcome.asked)(
+            given(batches)(probe_batch))
+    else:
+        test = policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(given(draw.strategy)(probe))
     seed = policy.seed_for(subject.name, cell, draw.name)
     if seed is not None:
         test = hypothesis_seed(seed)(test)

@@ -271,18 +271,22 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
             reject()  # nothing in this case ran: Hypothesis counts it invalid (and gives up on a cell of only these)
 
     salt = draw.name + ("::second" if excluding is not None else "")
-    if batch > 1:  # a test case is a batch: its entries in the database are not single examples
-        # Distinct draws: Hypothesis's mutator copies one draw over another, which a batch would only skip.
+    if batch > 1:
+        # First one example alone: Hypothesis's first case, the simplest draw (the boundary a shape class
+        # starts at, one past a range), which no batch of distinct draws holds. Then batches of distinct
+        # draws (Hypothesis's mutator copies one draw over another, which a batch would only skip); their
+        # database entries are not single examples.
         batches = st.lists(draw.strategy, min_size=batch, max_size=batch, unique=True)
-        test = policy.settings(subject.name, cell, salt + "::batch", max_examples=outcome.asked)(
-            given(batches)(probe_batch))
+        tests = [policy.settings(subject.name, cell, salt, max_examples=1)(given(draw.strategy)(
+                     lambda spec: probe_batch([spec]))),
+                 policy.settings(subject.name, cell, salt + "::batch", max_examples=outcome.asked)(
+                     given(batches)(probe_batch))]
     else:
-        test = policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(given(draw.strategy)(probe))
+        tests = [policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(given(draw.strategy)(probe))]
     seed = policy.seed_for(subject.name, cell, draw.name)
-    if seed is not None:
-        test = hypothesis_seed(seed)(test)
     try:
-        test()
+        for test in tests:
+            (test if seed is None else hypothesis_seed(seed)(test))()
     except Violation as exc:
         outcome.failure = exc
     except _StopSearch:

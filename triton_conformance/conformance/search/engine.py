@@ -127,6 +127,10 @@ class _NotRun(Exception):
     """A draw of a batch that is not run (outside the contract, over a cap, judged before): the batch goes on."""
 
 
+class _Alone(BaseException):
+    """A batched search's first examples, one a test case, are all run: the batches draw the rest."""
+
+
 class _StopSearch(BaseException):
     """Ends a search early, past Hypothesis (which would keep drawing): a budget is spent.
 
@@ -272,13 +276,21 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
 
     salt = draw.name + ("::second" if excluding is not None else "")
     if batch > 1:
-        # First one example alone: Hypothesis's first case, the simplest draw (the boundary a shape class
-        # starts at, one past a range), which no batch of distinct draws holds. Then batches of distinct
-        # draws (Hypothesis's mutator copies one draw over another, which a batch would only skip); their
-        # database entries are not single examples.
+        # First, one a test case, the examples Hypothesis draws to start a search: the simplest draw, then
+        # as many new prefixes extended with the simplest choices as it makes (a tenth of its examples):
+        # the boundaries a class starts at, which no batch of distinct draws holds.  Then batches of
+        # distinct draws (Hypothesis's mutator copies one draw over another, which a batch would only
+        # skip); their database entries are not single examples.
+        alone = 1 + min(outcome.asked // 10, 50)
+
+        def probe_alone(spec: Spec) -> None:
+            probe_batch([spec])
+            if not failures and outcome.examples >= alone:
+                raise _Alone
+
         batches = st.lists(draw.strategy, min_size=batch, max_size=batch, unique=True)
-        tests = [policy.settings(subject.name, cell, salt, max_examples=1)(given(draw.strategy)(
-                     lambda spec: probe_batch([spec]))),
+        tests = [policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(given(draw.strategy)(
+                     probe_alone)),
                  policy.settings(subject.name, cell, salt + "::batch", max_examples=outcome.asked)(
                      given(batches)(probe_batch))]
     else:
@@ -286,7 +298,10 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
     seed = policy.seed_for(subject.name, cell, draw.name)
     try:
         for test in tests:
-            (test if seed is None else hypothesis_seed(seed)(test))()
+            try:
+                (test if seed is None else hypothesis_seed(seed)(test))()
+            except _Alone:
+                continue
     except Violation as exc:
         outcome.failure = exc
     except _StopSearch:

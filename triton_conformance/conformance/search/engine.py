@@ -21,6 +21,11 @@ right); a gradient or a tuning probe is judged inside the contract only.
 
 On CUDA a draw whose specialization class is not compiled, in a cell that may
 start no new class, is moved into a compiled one (:mod:`.specializations`).
+
+With ``--conformance-batch N`` (:attr:`~.policy.SearchPolicy.batch`) a search
+starts one example a test case, then draws N distinct specs a test case, each
+judged on its own: Hypothesis's cost per case is shared, but which examples
+run changes (docs/performance.md), so the default is 1.
 """
 
 from __future__ import annotations

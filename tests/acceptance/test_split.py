@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import textwrap
 
 import pytest
@@ -67,6 +66,8 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     # otherwise run in the child.
     root = os.path.dirname(os.path.dirname(triton_conformance.__file__))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pytester.path), root]))
+    (pytester.path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(pytester.path / "tmp"))  # the run's directory of ledgers goes here
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
                  "TRITON_CONFORMANCE_SHARED_LEDGER"):
         monkeypatch.delenv(name, raising=False)
@@ -77,20 +78,16 @@ def _log(pytester: pytest.Pytester) -> list[list[str]]:
     return [line.split() for line in (pytester.path / "split.log").read_text().splitlines()]
 
 
-def _ledger_dirs() -> list[str]:
-    return [p for p in os.listdir(tempfile.gettempdir()) if p.startswith("conformance-ledgers-")]
-
-
 def _results(pytester: pytest.Pytester) -> dict[tuple[str, str], dict]:
     doc = json.loads((pytester.path / "conformance-results" / "results.json").read_text())
     return {(r["subject"], r["cell"]): r for r in doc["results"]}
 
 
 def test_a_long_subject_runs_on_two_workers_with_one_ledger_and_a_small_one_stays_whole(project) -> None:
-    before = set(_ledger_dirs())
     result = project.runpytest_subprocess("--conformance-only", "-n", "2", "--dist", "loadgroup",
                                           "-p", "no:randomly", "-k", CELLS)
     assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["split between workers: toy_long (12 + 12 cells), by cells*"])
     log = _log(project)
     workers = {name: {w for event, n, w, _, _ in log if n == name} for name in ("toy_long", "toy_small")}
     assert len(workers["toy_long"]) == 2 and len(workers["toy_small"]) == 1, log
@@ -98,7 +95,8 @@ def test_a_long_subject_runs_on_two_workers_with_one_ledger_and_a_small_one_stay
     assert shared == {"toy_long": {"True"}, "toy_small": {"False"}}, "the cut subject's cells see its ledger"
     results = _results(project)
     assert len(results) == 30  # every cell once, and (ret 0) every one passed or skipped
-    assert set(_ledger_dirs()) <= before, "the run's directory of ledgers is removed at its end"
+    made = [p for p in os.listdir(project.path / "tmp") if p.startswith("conformance-ledgers-")]
+    assert not made, "the run's directory of ledgers is removed at its end"
 
 
 def test_a_crash_in_a_part_is_its_cells_crash(project, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,7 +53,8 @@ def test_the_scheduler_gives_each_part_its_scope_and_hands_out_the_costliest_fir
     sched.durations, sched.share, sched._part_of, sched._ordered = None, lambda s, c: shared.append((s, c)), {}, False
     collection = [f"::long[{c}]" for _, c in _cells("long", 40)] + [f"::s{i}[c]" for i in range(20)]
     sched._split(collection)
-    assert shared == [("long", [c for _, c in _cells("long", 40)])]  # told before any cell runs
+    assert [(s, [c for part in parts for c in part]) for s, parts in shared] == [
+        ("long", [c for _, c in _cells("long", 40)])]  # told before any cell runs, part by part
     scopes = [sched._split_scope(n) for n in collection]
     assert scopes[0] == "conformance:long#1" and scopes[39] == "conformance:long#4" and scopes[40] == "conformance:s0"
     sched.collection, sched.workqueue = collection, OrderedDict()

@@ -75,7 +75,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, AN
     session = config.stash.get(_SESSION, None)
     if session is None or session.ledgers is None:  # no conformance run here: subjects are not cut
         return SubjectGroupScheduling(config, log)
-    durations, _ = settings.split_durations(config, session.results_path, session.run.device)
+    durations, session.ledgers.balance = settings.split_durations(config, session.results_path, session.run.device)
     return SubjectGroupScheduling(config, log, durations=durations, share=session.ledgers.share)
 
 

@@ -9,7 +9,7 @@ of its cells, in order, as with one worker.
 
 Once every worker has collected, a subject that would cost more than a worker's
 share of the run is cut into parts (:mod:`.splitting`), each a work unit of
-its own, and ``share(subject, cells)`` is told first, so that the parts share
+its own, and ``share(subject, parts)`` is told first, so that the parts share
 one ledger; the units are then handed out costliest first (as xdist's own
 reordering does by cell count, which is what the cost is without durations).
 """
@@ -41,12 +41,12 @@ class SubjectGroupScheduling(LoadGroupScheduling):
     """``--dist loadgroup``, with each conformance subject a group of its own, or a long one a few.
 
     - ``durations``: (subject, cell) -> seconds from an earlier run, or None (one unit a cell);
-    - ``share``: called with a subject and its cells before any of them runs, for each subject cut.
+    - ``share``: called with a subject and its parts' cells before any of them runs, for each subject cut.
     """
 
     def __init__(self, config, log=None, *,  # noqa: ANN001 - xdist's types
                  durations: Mapping[tuple[str, str], float] | None = None,
-                 share: Callable[[str, list[str]], None] | None = None) -> None:
+                 share: Callable[[str, list[list[str]]], None] | None = None) -> None:
         super().__init__(config, log)
         self.durations, self.share = durations, share
         self.parts: dict[str, list[list[str]]] = {}  # each subject cut: its parts' cells
@@ -63,7 +63,7 @@ class SubjectGroupScheduling(LoadGroupScheduling):
         self.parts = split_subjects(cells, self.numnodes, self.durations)
         for subject, parts in self.parts.items():
             if self.share is not None:
-                self.share(subject, [cell for part in parts for cell in part])
+                self.share(subject, parts)
             for index, part in enumerate(parts, 1):
                 self._part_of.update({(subject, cell): index for cell in part})
 

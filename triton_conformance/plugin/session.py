@@ -325,6 +325,9 @@ class ConformanceSession:
             terminalreporter.write_line(f"cannot import subject module {failure.module!r}: {failure.error}; "
                                         f"recorded as the crash cell {cell_id(failure.module, IMPORT_CELL)}",
                                         red=True)
+        split = self.ledgers.line() if self.ledgers is not None else None
+        if split:
+            terminalreporter.write_line(split)
         terminalreporter.write_line(f"results: {self.results_path}")
         if self.history is not None:
             terminalreporter.write_line(history_line(self.history))

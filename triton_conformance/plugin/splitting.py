@@ -94,16 +94,26 @@ class SharedLedgers:
 
     def __init__(self) -> None:
         self.directory: str | None = None
+        self.cut: dict[str, list[int]] = {}  # each subject cut: its parts' cell counts
+        self.balance = "cells"  # what the cut was estimated by, for the terminal
+
+    def line(self) -> str | None:
+        """``split between workers: rms_norm (10 + 8 + 19 cells), ... by durations in X``, or None."""
+        if not self.cut:
+            return None
+        subjects = ", ".join(f"{s} ({' + '.join(map(str, n))} cells)" for s, n in sorted(self.cut.items()))
+        return f"split between workers: {subjects}, by {self.balance}"
 
     def path(self) -> str:
         if self.directory is None:
             self.directory = tempfile.mkdtemp(prefix="conformance-ledgers-")
         return self.directory
 
-    def share(self, subject: str, cells: list[str]) -> None:
+    def share(self, subject: str, parts: list[list[str]]) -> None:
         from triton_conformance.conformance.search.shared_ledger import create  # the engine: after configure
 
-        create(self.path(), subject, cells)
+        create(self.path(), subject, [cell for part in parts for cell in part])
+        self.cut[subject] = [len(part) for part in parts]
 
     def close(self) -> None:
         if self.directory is not None and os.path.isdir(self.directory):

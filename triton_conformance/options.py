@@ -49,6 +49,10 @@ OPTIONS: tuple[tuple[str, str | None, tuple[str, ...] | None, str], ...] = (
     ("canary", "on", ("on", "off"),
      "run a few canary kernels on the chosen back end before any cell, and stop with a usage error if one "
      "fails (the environment, not the kernels, is broken); off skips them"),
+    ("batch", "1", None,
+     "examples one Hypothesis test case draws, each judged on its own (the first failure is shrunk and "
+     "replayed alone): the engine's cost per test case shared by that many; 1 draws as every earlier run did "
+     "(a batch changes which examples run: docs/performance.md)"),
     ("history", ".conformance/history.sqlite", None,
      "the results history every run is recorded in: a SQLite path (relative to the rootdir), a "
      "postgresql:// URL for runs on many machines, or none"),

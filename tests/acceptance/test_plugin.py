@@ -173,8 +173,9 @@ def test_no_subjects_is_a_usage_error(pytester: pytest.Pytester) -> None:
         (["--conformance-seed=abc"], "*--conformance-seed='abc', expected an integer*"),
         (["--conformance-worker-memory=lots"], "*--conformance-worker-memory='lots', expected auto, none, or a "
                                                "positive number of GiB*"),
+        (["--conformance-batch=0"], "*--conformance-batch='0', expected a positive number of examples a test case*"),
     ],
-    ids=["profile", "timeout", "seed", "worker-memory"],
+    ids=["profile", "timeout", "seed", "worker-memory", "batch"],
 )
 def test_bad_options_name_the_option(pytester: pytest.Pytester, args: list[str], message: str) -> None:
     _project(pytester, {"toy_subjects": SUBJECTS})

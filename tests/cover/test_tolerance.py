@@ -383,3 +383,16 @@ def test_a_result_fp32_math_flushes_near_zero_passes_and_a_larger_one_fails():
         assert compare(flushed, past, default_bound(out_dtype=out, scale=4.8e-36)) is not None, out
     assert default_bound(out_dtype="float16", scale=0.0).atol == 2.0**-14  # fp16's own floor is the larger
     assert default_bound(out_dtype="float64", scale=0.0).atol == 2.0**-1022  # float64 keeps its own
+
+
+@pytest.mark.parametrize("ref, scale", [
+    (torch.tensor([[-3.0, 2.0], [float("nan"), float("-inf")]], dtype=torch.float64), 3.0),  # |x| of finite ones
+    (torch.tensor([float("inf"), -0.5, float("nan")]), 0.5),
+    (torch.zeros(4, dtype=torch.float64), 0.0),  # finite zeros: the scale is 0, not the default
+    (torch.full((2, 2), float("nan")), 1.0),  # no finite element: the default
+    (torch.zeros(3, 0), 1.0),  # empty
+])
+def test_the_default_error_scale_is_the_largest_finite_magnitude_of_the_reference(ref, scale):
+    from triton_conformance.conformance.judge import largest_finite_magnitude
+
+    assert largest_finite_magnitude(ref) == scale

@@ -85,6 +85,15 @@ def claimed(subject: Subject, on_cuda: bool) -> tuple[Subject, str | None]:
     return replace(subject, contract=subject.contract.on_device(device, interpreter_path=path)), source
 
 
+def largest_finite_magnitude(ref: Any) -> float:
+    """The largest ``|x|`` over ``ref``'s finite elements, 1.0 if it has none: one masked reduction, where
+    selecting the finite elements first (boolean indexing) cost about 0.2 ms an example on the CPU."""
+    if ref.numel() == 0:
+        return 1.0
+    top = float(torch.where(torch.isfinite(ref), ref.abs(), -1.0).max())
+    return top if top >= 0 else 1.0
+
+
 @dataclass(frozen=True)
 class Judge:
     """Judges one subject's outputs on one back end.
@@ -169,8 +178,7 @@ class Judge:
         if reduction is None:
             reduction = dims.get(contract.reduces, 1) if contract.reduces else 1
         if scale is None:
-            finite = ref[torch.isfinite(ref)]
-            scale = float(finite.abs().max()) if finite.numel() else 1.0
+            scale = largest_finite_magnitude(ref)
         # tl.dot rounds fp32 inputs to tf32 on CUDA when the contract says it does; the interpreter has no tf32.
         tf32 = (contract.dot_precision == "tf32" and out.device.type == "cuda" and "float32" in dtypes.values())
         # Hopper's tensor cores sum fp8 products in ~14 bits inside each MMA, whatever the promotion between

@@ -139,6 +139,9 @@ class RunConfig:
     # What each worker process may allocate (see parse_worker_memory): "auto" (sized from the host's
     # available memory), bytes, or None (no bound).  A cell run in this process is never bounded.
     worker_memory: str | int | None = AUTO
+    # Examples one Hypothesis test case draws, each judged on its own, the first failure shrunk: the engine's
+    # cost a test case shared by that many (1: a case an example, the draws every run so far has made).
+    batch: int = 1
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:  # resolved: no auto, no torch spelling
@@ -191,7 +194,8 @@ def parse_worker_memory(value: Any, where: str = "worker memory") -> str | int |
 
 def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = None, compile_budget: Any = None,
                timeout: Any = "300", isolation: str = "process", max_examples: int | None = None,
-               compat: Any = None, worker_memory: Any = AUTO, where: dict[str, str] | None = None) -> RunConfig:
+               compat: Any = None, worker_memory: Any = AUTO, batch: Any = None,
+               where: dict[str, str] | None = None) -> RunConfig:
     """A validated RunConfig from option values (strings as given); each error names where the value came from.
 
     - ``device``: already resolved (``auto`` is resolved by the back end, before kernels are imported);
@@ -199,7 +203,8 @@ def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = 
     - ``timeout``: seconds a cell may run, a positive number;
     - ``max_examples``: examples per searched cell instead of the profile's;
     - ``compat``: the interpreter compatibility layer's shims (see :func:`parse_compat`);
-    - ``worker_memory``: each worker process's memory bound (see :func:`parse_worker_memory`).
+    - ``worker_memory``: each worker process's memory bound (see :func:`parse_worker_memory`);
+    - ``batch``: examples a Hypothesis test case draws (a positive int; None: 1).
     """
     where = where or {}
     p = profile_named(profile, where.get("profile", "profile"))
@@ -223,6 +228,10 @@ def run_config(*, device: str = "interpreter", profile: str = "ci", seed: Any = 
         raise ConformanceUsageError(f"{where.get('max_examples', 'max_examples')}={max_examples!r}, expected a "
                                     "positive int")
     memory = parse_worker_memory(worker_memory, where.get("worker_memory", "worker_memory"))
+    text = "1" if batch in (None, "") else str(batch)
+    if not text.isdigit() or int(text) < 1:
+        raise ConformanceUsageError(f"{where.get('batch', 'batch')}={batch!r}, expected a positive number of "
+                                    "examples a test case")
     return RunConfig(device=device, profile=p, seed=seed_value, compile_budget=budget, timeout=seconds,
                      isolation=isolation, max_examples=max_examples, compat=parse_compat(compat),
-                     worker_memory=memory)
+                     worker_memory=memory, batch=int(text))

@@ -92,6 +92,8 @@ def strides_for(shape: tuple[int, ...], layout: Layout) -> tuple[tuple[int, ...]
     return tuple(strides), layout.offset, layout.offset + last + 1
 
 
+CONTIGUOUS = Layout()  # the default layout, built once: specs compare against it at every hash
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -107,7 +109,7 @@ class Spec:
 
     def __repr__(self) -> str:
         parts = [f"dims={self.dims!r}", f"dtypes={self.dtypes!r}"]
-        odd = {k: v for k, v in self.layouts.items() if v != Layout()}
+        odd = {k: v for k, v in self.layouts.items() if v != CONTIGUOUS}
         parts.append(f"layouts={odd!r}" if odd else "layouts={}")
         if self.scalars:
             parts.append(f"scalars={self.scalars!r}")
@@ -122,7 +124,7 @@ class Spec:
         """The spec's identity, hashable: a layout left contiguous is the same as none, and scalars compare as
         they print (``-0.0`` is not ``0.0``)."""
         return (tuple(sorted(self.dims.items())), tuple(sorted(self.dtypes.items())),
-                tuple(sorted((k, v) for k, v in self.layouts.items() if v != Layout())),
+                tuple(sorted((k, v) for k, v in self.layouts.items() if v != CONTIGUOUS)),
                 tuple(sorted((k, repr(v)) for k, v in self.scalars.items())), self.values, self.mask, self.seed)
 
     def __eq__(self, other: object) -> bool:
@@ -132,7 +134,7 @@ class Spec:
         return hash(self.key())
 
     def layout(self, name: str) -> Layout:
-        return self.layouts.get(name, Layout())
+        return self.layouts.get(name, CONTIGUOUS)
 
     def to_dict(self) -> dict[str, Any]:
         return {"dims": dict(self.dims), "dtypes": dict(self.dtypes),

@@ -157,7 +157,7 @@ def pytest_sessionstart(session: pytest.Session):  # noqa: ANN201
 
 # run_config's arguments and the options they come from.
 _RUN_OPTIONS = {"profile": "profile", "seed": "seed", "compile_budget": "compiles", "timeout": "timeout",
-                "isolation": "isolation", "compat": "compat", "worker_memory": "worker-memory"}
+                "isolation": "isolation", "compat": "compat", "worker_memory": "worker-memory", "batch": "batch"}
 
 
 def pytest_configure(config: pytest.Config) -> None:

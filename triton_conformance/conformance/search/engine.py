@@ -21,6 +21,11 @@ right); a gradient or a tuning probe is judged inside the contract only.
 
 On CUDA a draw whose specialization class is not compiled, in a cell that may
 start no new class, is moved into a compiled one (:mod:`.specializations`).
+
+With ``--conformance-batch N`` (:attr:`~.policy.SearchPolicy.batch`) a search
+starts one example a test case, then draws N distinct specs a test case, each
+judged on its own: Hypothesis's cost per case is shared, but which examples
+run changes (docs/performance.md), so the default is 1.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hypothesis import given, reject
+from hypothesis import strategies as st
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 
@@ -122,6 +128,14 @@ class Violation(Exception):
         self.spec = spec
 
 
+class _NotRun(Exception):
+    """A draw of a batch that is not run (outside the contract, over a cap, judged before): the batch goes on."""
+
+
+class _Alone(BaseException):
+    """A batched search's first examples, one a test case, are all run: the batches draw the rest."""
+
+
 class _StopSearch(BaseException):
     """Ends a search early, past Hypothesis (which would keep drawing): a budget is spent.
 
@@ -195,6 +209,13 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
     failures: dict[Spec, Violation] = {}
     shrink_calls = allowance.shrink_calls if shrink_calls is None else shrink_calls
     after_failure = [0]  # kernel runs since the first failure: the shrinker's spend
+    batch = policy.batch
+    judged: set[Spec] = set()  # with batches: draws already run to a verdict, not run again
+
+    def skip() -> None:
+        if batch > 1:
+            raise _NotRun  # the batch draws its next example
+        reject()
 
     def admits(spec: Spec) -> bool:
         return allowance.fits(contract, spec) and not (excluding is not None and excluding.excludes(spec))
@@ -207,19 +228,19 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
         if allowance.spent():
             raise _StopSearch  # a budget (compiles, the interpreter's cost) keeps refusing what this cell draws
         if excluding is not None and excluding.excludes(spec):
-            reject()  # the first finding's degenerate size: look elsewhere
+            skip()  # the first finding's degenerate size: look elsewhere
         if runner.inside_only and expectation(contract, spec).kind != "honour":
             outcome.not_run[OUTSIDE_CONTRACT] += 1
-            reject()
+            skip()
         try:
             allowance.admit(contract, spec)
         except ExampleDiscarded:
-            reject()  # not run: it would need more memory than an example may take
+            skip()  # not run: it would need more memory than an example may take
         if allowance.steering:
             steered = in_compiled_class(context, spec, draw.keeps_class, admits)
             if steered is None:
                 allowance.discard(NO_COMPILED_CLASS)
-                reject()  # the cell may compile no new class, and no compiled one holds this example
+                skip()  # the cell may compile no new class, and no compiled one holds this example
             outcome.steered += steered is not spec
             spec = steered
         if failures:
@@ -228,7 +249,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
         try:
             verdict = run_one(context, runner, spec)
         except ExampleDiscarded:
-            reject()  # counted by the step; the search draws another
+            skip()  # counted by the step; the search draws another
         if allowance.steering and allowance.compiles.classes == classes_before:
             outcome.reused += 1
         if isinstance(verdict, Finding) and excluding is not None and excluding.same_bug(verdict, spec):
@@ -240,14 +261,52 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
             raise failures[spec]
         outcome.counts[verdict] += 1
 
+    def probe_batch(batch_specs: list[Spec]) -> None:
+        """One test case of ``batch`` distinct draws, each judged on its own; the first failure raises, so
+        Hypothesis shrinks the case towards it (draws judged before are not run again)."""
+        ran = 0
+        for spec in batch_specs:
+            if spec in judged and spec not in failures:
+                continue
+            try:
+                probe(spec)
+            except _NotRun:
+                continue
+            judged.add(spec)
+            ran += 1
+            if not failures and outcome.examples >= outcome.asked:
+                raise _StopSearch  # the cell's examples are all run
+        if not ran:
+            reject()  # nothing in this case ran: Hypothesis counts it invalid (and gives up on a cell of only these)
+
     salt = draw.name + ("::second" if excluding is not None else "")
-    test = policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(
-        given(draw.strategy)(probe))
+    if batch > 1:
+        # First, one a test case, the examples Hypothesis draws to start a search: the simplest draw, then
+        # as many new prefixes extended with the simplest choices as it makes (a tenth of its examples):
+        # the boundaries a class starts at, which no batch of distinct draws holds.  Then batches of
+        # distinct draws (Hypothesis's mutator copies one draw over another, which a batch would only
+        # skip); their database entries are not single examples.
+        alone = 1 + min(outcome.asked // 10, 50)
+
+        def probe_alone(spec: Spec) -> None:
+            probe_batch([spec])
+            if not failures and outcome.examples >= alone:
+                raise _Alone
+
+        batches = st.lists(draw.strategy, min_size=batch, max_size=batch, unique=True)
+        tests = [policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(given(draw.strategy)(
+                     probe_alone)),
+                 policy.settings(subject.name, cell, salt + "::batch", max_examples=outcome.asked)(
+                     given(batches)(probe_batch))]
+    else:
+        tests = [policy.settings(subject.name, cell, salt, max_examples=outcome.asked)(given(draw.strategy)(probe))]
     seed = policy.seed_for(subject.name, cell, draw.name)
-    if seed is not None:
-        test = hypothesis_seed(seed)(test)
     try:
-        test()
+        for test in tests:
+            try:
+                (test if seed is None else hypothesis_seed(seed)(test))()
+            except _Alone:
+                continue
     except Violation as exc:
         outcome.failure = exc
     except _StopSearch:

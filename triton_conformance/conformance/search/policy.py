@@ -85,7 +85,8 @@ class SearchPolicy:
     - ``max_elements`` / ``max_outer``: caps on each input's elements and on every dim but the widest;
     - ``memory_cap``: bytes an example may need; ``compile_budget``: specializations a subject may
       compile on CUDA (None: no limit); ``interpreter_cost`` / ``interpreter_example_cost``: a cell's
-      and an example's counted interpreted work (None: not bounded).
+      and an example's counted interpreted work (None: not bounded);
+    - ``batch``: examples one Hypothesis test case draws, each judged on its own (1: a case an example).
     """
 
     examples: int
@@ -99,6 +100,7 @@ class SearchPolicy:
     compile_budget: int | None
     interpreter_cost: int | None
     interpreter_example_cost: int | None
+    batch: int = 1
 
     @classmethod
     def of(cls, config: RunConfig) -> "SearchPolicy":
@@ -108,7 +110,7 @@ class SearchPolicy:
                    run_seed=config.seed, database=p.database,
                    max_elements=p.max_elements, max_outer=p.max_outer, memory_cap=memory_cap(config.memory_cap),
                    compile_budget=config.compile_budget, interpreter_cost=p.interpreter_cost,
-                   interpreter_example_cost=p.interpreter_example_cost)
+                   interpreter_example_cost=p.interpreter_example_cost, batch=config.batch)
 
     def seed_for(self, subject: str, cell: str, salt: str = "") -> int | None:
         """The seed of one search of ``subject``'s ``cell`` (``salt`` tells a cell's searches apart)."""

@@ -6,6 +6,8 @@ model; this module draws it, so a failure shrinks to a short, readable spec.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from hypothesis import strategies as st
 
 import triton_conformance.model.vocabulary as vocabulary
@@ -335,18 +337,26 @@ def specs(
     # Out of range, a spec may also break a relation between dims (C = G * Cg one off).
     broken = broken_relations_strategy(contract) if shape == "beyond-range" else st.none()
 
+    # The composites' strategy objects are built once (per forced dims), not at every draw: Hypothesis
+    # validates each new object it draws from; the same objects draw the same choices.
+    spec_layouts = (descriptor_layouts(contract, descriptor) if descriptor is not None
+                    else input_layouts(contract, layout, mask_class))
+
+    @lru_cache(maxsize=256)
+    def drawn_dims(forced: tuple[tuple[str, int], ...]) -> st.SearchStrategy[dict[str, int]]:
+        return _dims(contract, shape, budget, max_outer, dict(forced), palette)
+
     @st.composite
     def draw_spec(draw) -> Spec:
         relation = draw(broken)
         forced = {} if relation is not None else draw(forced_dims)
-        dims = draw(_dims(contract, shape, budget, max_outer, forced, palette))
+        dims = draw(drawn_dims(tuple(forced.items())))
         if relation is not None:
             dims = break_relation(contract, relation, dims)
         return Spec(
             dims=dims,
             dtypes=input_dtypes(contract, draw(drawn_dtype)),
-            layouts=draw(descriptor_layouts(contract, descriptor) if descriptor is not None
-                         else input_layouts(contract, layout, mask_class)),
+            layouts=draw(spec_layouts),
             scalars=draw(scalars),
             values=values,
             mask=mask_class,

@@ -33,6 +33,13 @@ def test_a_small_subject_is_never_cut_however_long_it_takes():
     assert [len(p) for p in split_subjects(more + [("other", "c")], 8, dict.fromkeys(more, 100.0))["more"]] == [8, 8]
 
 
+def test_by_cell_counts_only_a_subject_past_a_whole_share_is_cut():
+    cells = [c for s in "abcd" for c in _cells(s, 20)]  # 3 workers: 26.7 a worker; whole, the run ends at 40
+    assert split_subjects(cells, 3) == {}  # counts: none is past a share
+    timed = split_subjects(cells, 3, dict.fromkeys(cells, 1.0))  # durations: each is past half a share
+    assert sorted(timed) == ["a", "b", "c", "d"] and all(len(p) == 2 for p in timed.values())
+
+
 def test_nothing_is_cut_for_one_worker_or_a_balanced_run():
     assert split_subjects(_cells("a", 40), 1) == {}
     assert split_subjects(_cells("a", 20) + _cells("b", 20), 2) == {}  # each is one worker's share

@@ -7,19 +7,31 @@ another process is played by wiping this process's own ledger and class book
 between the parts, and by separate processes for the lock.
 """
 
+import itertools
 import multiprocessing
 import os
 
 import pytest
 
-from tests.cover.test_compiles import compiling_add, declare, fake_compile
-from triton_conformance import Dim
+from tests.cover.test_compiles import compiling_add, fake_compile
+import triton_conformance as tc
+from triton_conformance import Dim, Tensor
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.runner import run_cell
 from triton_conformance.conformance.search import shared_ledger
 from triton_conformance.conformance.search.compiles import LEDGER, BudgetExhausted, CellCompiles, counting_compiles
 from triton_conformance.conformance.search.specializations import BOOK
 from triton_conformance.model.config import run_config
+
+
+_ids = itertools.count()
+
+
+def declare(launcher, dims):
+    # Names of this module's own: test_compiles may be imported twice under xdist (as ``cover.test_compiles``
+    # and ``tests.cover.test_compiles``), each copy counting its subjects' names from 0 in one ledger.
+    return tc.register(launcher, name=f"cover_shared_{launcher.__name__}_{next(_ids)}",
+                       inputs={"x": Tensor(("N",), dtypes=("float32",))}, dims=dims, oracle=lambda x: x * 2)
 
 
 @pytest.fixture

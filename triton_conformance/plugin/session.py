@@ -22,18 +22,11 @@ from triton_conformance.model.config import RunConfig, on_cuda
 from triton_conformance.model.outcomes import CellResult
 from triton_conformance.model.subject import load_modules, registry
 from triton_conformance.options import EXIT_HARNESS_ERROR, OPTIONS
-from triton_conformance.plugin.items import (
-    IMPORT_CELL,
-    PROPERTY,
-    ConformanceItem,
-    ImportFailureItem,
-    import_result,
-)
+from triton_conformance.plugin.items import IMPORT_CELL, PROPERTY, ConformanceItem, ImportFailureItem, import_result
 import triton_conformance.plugin.settings as settings
 from triton_conformance.plugin.merge import check_mergeable
 from triton_conformance.plugin.shards import plan_shards
-from triton_conformance.plugin.splitting import WORKER_INPUT as LEDGERS_INPUT
-from triton_conformance.plugin.splitting import SharedLedgers, join_shared_ledgers
+from triton_conformance.plugin.splitting import WORKER_INPUT as LEDGERS_INPUT, SharedLedgers, join_shared_ledgers
 from triton_conformance.plugin.worker_deaths import RERUN, WorkerDeaths
 from triton_conformance.reports.combine import update_results
 from triton_conformance.reports.findings import finding_groups

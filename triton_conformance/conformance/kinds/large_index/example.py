@@ -1,10 +1,9 @@
 """The ``shape:large-index`` cell: inputs of more than 2^31 elements, where int32 offsets wrap.
 
-``pid * BLOCK`` computed in int32 overflows once a tensor passes 2^31
-elements, a recurring bug in public kernel libraries.  The cell runs one
-example whose leading dim takes an input just past 2^31 elements (an fp16
-vector of 2^31 + 4099 elements for ``add``) and compares the output's tail
-with the float64 oracle on the inputs' tail.
+``pid * BLOCK`` computed in int32 overflows once a tensor passes 2^31 elements, a recurring bug in
+public kernel libraries.  The cell runs one example whose leading dim takes an input just past 2^31
+elements (an fp16 vector of 2^31 + 4099 elements for ``add``) and compares the output's tail with the
+float64 oracle on the inputs' tail.
 
 The dims other than the leading one are 33 (within their declared ranges);
 where the leading dim's declared maximum is too small for 2^31 elements at
@@ -186,12 +185,12 @@ def _build(contract: Contract, plan: LargeIndexPlan, device: str, seed: int = 0,
 
 @dataclass
 class ExampleReport:
-    """What the one example could not check, or how the emulation bounded its work: a line each
-    (``notes``), and whether any output was compared with the oracle (``value_compared``)."""
+    """What the one example could not check, or how the emulation bounded its work: a line each (``notes``),
+    whether any output was compared with the oracle (``value_compared``), and, emulated, each huge input's
+    highest element a program that ran touched (``reached``)."""
 
     notes: list[str] = field(default_factory=list)
     value_compared: bool = True
-    # Emulated: each huge input's highest element that the programs which ran loaded or stored (None: none did).
     reached: dict[str, int | None] | None = None
 
     def unchecked(self, note: str) -> str:
@@ -220,8 +219,7 @@ def run_large_index_example(subject: Any, backend: Any, judge: Any = None, seed:
     reduction's 0-d result, or a reduction over the rows) cannot be judged from
     the tails: emulated, only the memory checks apply to it (every address of
     the programs that ran); on real tensors it is judged against the oracle on
-    the whole inputs.  ``report`` receives a line for each such limit, and
-    whether any output was compared.
+    the whole inputs.  ``report`` receives a line for each such limit, and whether any output was compared.
     """
     report = ExampleReport() if report is None else report
     try:
@@ -261,8 +259,7 @@ def _run_example(subject: Any, backend: Any, judge: Any, seed: int, emulate: boo
     if emulate and state.windows:
         report.notes.append(f"programs run: {state.describe()}")
     if emulate:
-        report.reached = {n: state.reached(inputs[n]) for n in row_inputs
-                          if plan.elements(contract, n) >= LARGE and isinstance(inputs.get(n), torch.Tensor)}
+        report.reached = {n: state.reached(inputs[n]) for n in row_inputs if plan.elements(contract, n) >= LARGE}
     violation = getattr(state, "violation", None)
     if violation is not None:
         return Finding("unsafe", "oob-write", f"{violation} (last programs of the grid, "

@@ -7,8 +7,7 @@ program id with ``interpreter_builder.set_grid_idx``).  Here a launch runs
 its programs *backwards* from the last one of the grid, in the order that
 makes the grid's largest axis the slowest, so every program of the smaller
 axes runs for the last indices of the largest (a ``(rows, tiles)`` grid runs
-whole rows, a ``(tiles, rows)`` grid too).  The launch stops before its next
-program:
+whole rows, a ``(tiles, rows)`` grid too).  The launch stops before its next program:
 
 - when every element past ``cover_from`` (2^31, where an int32 offset wraps)
   of every huge tensor of the launch has been loaded or stored: the programs
@@ -174,8 +173,7 @@ class _Emulation:
         return shown + (f"; and {len(self.windows) - most} launches more" if len(self.windows) > most else "")
 
     def reached(self, tensor: Any) -> int | None:
-        """The highest element of ``tensor`` (a huge tensor of a launch, by its first byte) that a program which
-        ran loaded or stored, over every launch; None if none did."""
+        """The highest element of a huge ``tensor`` that a program which ran touched, over every launch (or None)."""
         last = self.highest.get(tensor.data_ptr())
         return None if last is None else (last - tensor.data_ptr()) // tensor.element_size()
 
@@ -256,9 +254,9 @@ class _Emulation:
                 t.last = max(t.last, high)
                 if t.seen is not None:  # a huge tensor: how far into it the emulation got
                     self.highest[t.lo] = max(self.highest.get(t.lo, high), high)
-                if t.seen is not None and high >= t.watch_from:
-                    ends = touched[touched >= t.watch_from]
-                    t.seen[(ends - np.uint64(t.watch_from)) // np.uint64(t.itemsize)] = True
+                    if high >= t.watch_from:
+                        ends = touched[touched >= t.watch_from]
+                        t.seen[(ends - np.uint64(t.watch_from)) // np.uint64(t.itemsize)] = True
         bad = live & ~inside
         if bad.any():
             found = OutOfBoundsAccess(kind, int(addresses[bad].reshape(-1)[0]),

@@ -5,7 +5,7 @@
 #
 #   nightly1      the nightly command on GPU 0 only (one xdist worker), results + HTML
 #   nightlyw      the nightly command on GPU 0 with NW [3] xdist workers sharing it
-#   profile       cProfile of `run --device cuda --profile nightly --isolation none` over PROFILE_CELLS
+#   profile       cProfile of `run --device cuda --profile nightly --isolation none` over PROFILE_CELLS, PROFILE_SEED [7]
 #   nightly2      the nightly command on both GPUs (one worker each): the throughput ratio
 #   side          on GPU 1: large-index cell, 200 flakiness runs of the stochastic cells, their cost
 #   hazards       crash / hang / compile-failure subjects with and without (bench/gpu/nightly_hazards.py)
@@ -17,6 +17,9 @@
 #   canary        the main job on --device interpreter with this image's triton and numpy: exit 4, one line
 #   nightlyseed   the nightly command on GPU 0 at seed SEED [23], WPG [auto] workers sharing it
 #   reach         issue 23's zoo bugs and twins on CUDA (bench/gpu/reach.sh)
+#   timeline      the nightly as splitnightly runs it, at each of TL_SEEDS [47], with bench/gpu/timeline.py: when each
+#                 process started, configured, collected, got its cell worker, ran its first and last cell
+#                 (bench/gpu/timeline_summary.py), then nightly_summary.py
 #   startup       where a worker's start-up goes on CUDA (bench/gpu/startup.py: imports, collection, a CUDA
 #                 context, a cell worker, STARTUP_WORKERS [12] at once)
 #   splitnightly  the nightly on GPU 0 at each of SPLIT_SEEDS [47 1201 3307], each with an empty Triton cache and
@@ -153,7 +156,7 @@ for step in "$@"; do
                       nightly --gpus 1 -n "${NW:-3}" --seed 7 --results "$L/nightlyw${NW:-3}/results.json" ;;
         profile) rm -rf .conformance/examples
                  CUDA_VISIBLE_DEVICES=0 run_step profile "${PROFILE_LIMIT:-200}" python3 -m cProfile -o "$L/profile.pstats" \
-                     -m triton_conformance.cli run --device cuda --profile nightly --seed 7 --isolation none --fresh \
+                     -m triton_conformance.cli run --device cuda --profile nightly --seed "${PROFILE_SEED:-7}" --isolation none --fresh \
                      ${PROFILE_CELLS:---cell softmax --cell layer_norm --cell add} --results "$L/profile/results.json"
                  python3 -c 'import pstats, sys; s = pstats.Stats(sys.argv[1]); s.sort_stats("cumulative").print_stats(70)
 s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.txt" 2>&1 ;;
@@ -187,6 +190,19 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
                          --seed "${SEED:-23}" --fresh --results "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json"
                      python3 bench/gpu/nightly_summary.py "$L/nightly_s${SEED:-23}_w${WPG:-auto}/results.json" \
                          >> "$OUT/summary.txt" 2>&1 ;;
+        timeline) gunzip -c bench/results/h200-2026-12-03-session12/nightly_s47_results.json.gz > "$L/s47_durations.json"
+                  for seed in ${TL_SEEDS:-47}; do
+                      rm -rf .conformance/examples
+                      TRITON_CACHE_DIR=$(mktemp -d) CONFORMANCE_TIMELINE_DIR="$L/timeline_s$seed" \
+                          PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" CUDA_VISIBLE_DEVICES=0 \
+                          run_step "timeline_s$seed" "${NS_LIMIT:-120}" python3 -m triton_conformance.cli nightly --gpus 1 \
+                          --seed "$seed" --fresh --shard-durations "$L/s47_durations.json" \
+                          --results "$L/timeline_s$seed/results.json" -- -p bench.gpu.timeline
+                      python3 bench/gpu/timeline_summary.py "$L/timeline_s$seed" "$L/timeline_s$seed/results.json" \
+                          >> "$OUT/summary.txt" 2>&1
+                      python3 bench/gpu/nightly_summary.py --workers 12 "$L/timeline_s$seed/results.json" \
+                          >> "$OUT/summary.txt" 2>&1
+                  done ;;
         startup) run_step startup 90 python3 bench/gpu/startup.py --device cuda --workers "${STARTUP_WORKERS:-12}" \
                      --repeats 2 ;;
         splitnightly) gunzip -c bench/results/h200-2026-12-03-session12/nightly_s47_results.json.gz > "$L/s47_durations.json"

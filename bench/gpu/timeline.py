@@ -69,9 +69,11 @@ def _wrap_cell_workers() -> None:
     worker.__init__, worker.wait_ready, worker._timeline = timed_init, timed_wait_ready, True
 
 
+_wrap_cell_workers()  # at import: pytest_configure may start a cell worker before ours runs
+
+
 def pytest_configure(config) -> None:  # noqa: ANN001
     _emit("configured")
-    _wrap_cell_workers()
 
 
 def pytest_collection_finish(session) -> None:  # noqa: ANN001

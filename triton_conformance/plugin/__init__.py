@@ -139,12 +139,30 @@ def _environment_line(report, where: str) -> str | None:  # noqa: ANN001 - an En
 _ENVIRONMENT = pytest.StashKey[tuple]()
 
 
+def _xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process is pytest-xdist's controller, which collects and runs no cell itself."""
+    return (getattr(config, "workerinput", None) is None and bool(getattr(config.option, "numprocesses", None))
+            and getattr(config.option, "dist", "no") != "no")
+
+
+def _load_subjects(session) -> None:  # noqa: ANN001 - a ConformanceSession
+    session.load_subjects()
+    session.check_selection()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session: pytest.Session):  # noqa: ANN201
-    """After xdist has started its workers (its own pytest_sessionstart): wait for the CUDA environment check
-    that ran beside their start-up, and end the run with its one line if the environment cannot run
-    kernels, before any cell is scheduled."""
+    """After xdist has started its workers (its own pytest_sessionstart): on the controller, import the
+    subjects' modules (torch and triton among them: seconds, beside the workers' own start-up, instead of
+    before it), then wait for the CUDA environment check that ran beside their start-up too; a mistake in
+    either ends the run with its one line before any cell is scheduled."""
     result = yield
+    conformance = session.config.stash.get(_SESSION, None)
+    if conformance is not None and not conformance.loaded:
+        try:
+            _load_subjects(conformance)
+        except (ConformanceUsageError, InvalidContract) as exc:
+            raise pytest.UsageError(str(exc)) from None
     pending = session.config.stash.get(_ENVIRONMENT, None)
     if pending is not None:
         del session.config.stash[_ENVIRONMENT]
@@ -185,8 +203,11 @@ def pytest_configure(config: pytest.Config) -> None:
             if environment is not None:
                 config.stash[_ENVIRONMENT] = environment
         session = ConformanceSession(config, run=run, claim=claim)  # it reads the rest of the options itself
-        session.load_subjects()
-        session.check_selection()
+        if not config.option.collectonly:  # its imports and CUDA context overlap this process's collection
+            session.executor.prestart()
+        # xdist's controller loads them once xdist has started its workers (a shard plan needs them now)
+        if not _xdist_controller(config) or session.shard is not None:
+            _load_subjects(session)
     except (ConformanceUsageError, InvalidContract) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_SESSION] = session

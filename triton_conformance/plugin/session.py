@@ -95,6 +95,7 @@ class ConformanceSession:
         self.executor = CellExecutor(run, sanitizer=settings.sanitizer(config, run.device, run.isolation))
         self.results: dict[str, CellResult] = {}
         self.subjects: list = []
+        self.loaded = False  # load_subjects() has run (the xdist controller runs it in pytest_sessionstart)
         self.import_failures: list = []  # ImportFailure: modules that raised while importing
         self.is_worker = workerinput is not None
         self.selected = list(config.getoption("conformance_cell") or ())  # --conformance-cell: only these cells
@@ -120,6 +121,8 @@ class ConformanceSession:
 
         The same on the controller, which under xdist collects nothing, and on the workers.
         """
+        if not self.loaded:
+            self.load_subjects()
         if self._cells is None:
             from triton_conformance.conformance.kinds import cells_for
 
@@ -201,6 +204,7 @@ class ConformanceSession:
                                             root=str(self.config.rootpath))
         self.subjects = list(registry)
         self._cells = None
+        self.loaded = True
         if not self.subjects and not self.import_failures:
             raise ConformanceUsageError(
                 "--conformance was given but no subject is declared: implement "

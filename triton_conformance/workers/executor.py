@@ -14,6 +14,7 @@ Whatever the worker reports, or fails to report, becomes the cell's result:
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 
 from triton_conformance.conformance import memory_cgroup
@@ -90,6 +91,15 @@ class CellExecutor:
         self._pool = None
         self._backend = None
 
+    def prestart(self) -> None:
+        """Start the cell worker process now, without waiting for it, so that its imports (and on CUDA its
+        context) overlap what this process does before its first cell; nothing without process isolation."""
+        if self.config.isolation == "none":
+            return
+        if self._pool is None:
+            self._pool = self._new_pool()
+        self._pool.prestart()
+
     def run(self, subject: Subject, cell: str) -> CellResult:
         if self.config.isolation == "none":
             return classify(self._run_here(subject, cell))
@@ -122,8 +132,9 @@ class CellExecutor:
     def _run_isolated(self, subject: Subject, cell: str) -> CellResult:
         if self._pool is None:
             self._pool = self._new_pool()
+        # sys.path as it is now: a worker started early has the one from before the subjects' modules loaded
         request = {"op": "run_cell", "subject": subject.name, "cell": cell, "config": self.config,
-                   "modules": [subject.module]}
+                   "modules": [subject.module], "sys_path": list(sys.path)}
         status, value, last_spec = self._pool.call(request, self.config.timeout)
         if status == "result":
             result = CellResult.from_dict(value)

@@ -255,6 +255,10 @@ class WorkerPool:
             self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat, self.memory)
         return self._worker
 
+    def prestart(self) -> None:
+        """Start a worker process if none is running, without waiting for it to be ready."""
+        self._get()
+
     def call(self, message: dict, timeout: float | None) -> tuple[str, Any, dict | None]:
         worker = self._get()
         status, value, last_spec = worker.request(message, timeout)

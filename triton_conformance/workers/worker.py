@@ -109,6 +109,8 @@ def main(argv: list[str]) -> int:
             return 0
         try:
             if request["op"] == "run_cell":
+                if "sys_path" in request:  # the pool's, now: it may have grown since this worker started
+                    sys.path[:] = request["sys_path"]
                 for module in request.get("modules", ()):
                     importlib.import_module(module)
                 subject = get_subject(request["subject"])

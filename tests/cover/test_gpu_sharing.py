@@ -14,17 +14,16 @@ import subprocess
 import sys
 import textwrap
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from triton_conformance.cli import main
 from triton_conformance.running import nightly_per_gpu
-from triton_conformance.model.outcomes import CellResult
 from triton_conformance.options import EXIT_USAGE
 from triton_conformance.plugin.settings import turns as _turns
-from triton_conformance.plugin.items import ConformanceItem, gpu_turn
-from triton_conformance.workers.gpus import GpuTurns, claim_gpu, workers_per_gpu
+from triton_conformance.conformance import gpu_turns
+from triton_conformance.conformance.gpu_turns import GpuTurns
+from triton_conformance.workers.gpus import claim_gpu, workers_per_gpu
 
 HOLDER = textwrap.dedent("""
     import os, sys, time
@@ -248,86 +247,119 @@ def test_only_nightly_has_the_option(capsys: pytest.CaptureFixture) -> None:
     assert "unrecognized arguments: --workers-per-gpu" in capsys.readouterr().err
 
 
-# -- the turn a cell takes ---------------------------------------------------
+# -- turns example by example ------------------------------------------------
+
+CELL = textwrap.dedent("""
+    import os, sys, time
+    from triton_conformance.conformance import gpu_turns
+    from triton_conformance.conformance.gpu_turns import GpuTurns
+    directory, name, log, examples = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+    def note(event):
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        os.write(fd, f"{name} {event}\\n".encode())
+        os.close(fd)
+
+    gpu_turns.install(GpuTurns(directory, "g0"))
+    with gpu_turns.cell():
+        for i in range(examples):
+            gpu_turns.at_example()
+            note(f"example {i}")
+            time.sleep(0.02)
+    note("done")
+""")
 
 
-class FakeTurns:
-    """Records which turn is held while the executor runs, and that it was left."""
-
-    def __init__(self):
-        self.holding: str | None = None
-        self.taken: list[str] = []
-
-    def _turn(self, kind: str):
-        import contextlib
-
-        @contextlib.contextmanager
-        def turn():
-            assert self.holding is None, "turns do not nest"
-            self.holding = kind
-            self.taken.append(kind)
-            try:
-                yield
-            finally:
-                self.holding = None
-        return turn()
-
-    def shared(self):
-        return self._turn("shared")
-
-    def exclusive(self):
-        return self._turn("exclusive")
+def _held(path: str, mode: int) -> bool:
+    """Whether a lock of another open file on ``path`` keeps ``mode`` (LOCK_SH / LOCK_EX) from being taken."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
-def _item(cell: str, turns, fail: bool = False):
-    """What ConformanceItem.runtest uses of an item, with an executor that records the turn held meanwhile."""
-    during: list[str | None] = []
-
-    def run(subject, cell_name, seed=None):
-        during.append(getattr(turns, "holding", None))
-        if fail:
-            raise RuntimeError("the executor failed")
-        return CellResult(subject="toy", family="toy", cell=cell_name, outcome="honoured")
-
-    owner = SimpleNamespace(run=SimpleNamespace(seed=None), executor=SimpleNamespace(run=run), turns=turns)
-    item = SimpleNamespace(owner=owner, subject=SimpleNamespace(xfail=None), cell=cell, nodeid=f"::toy[{cell}]",
-                           user_properties=[])
-    return item, during
+@pytest.fixture
+def installed(tmp_path):
+    """This process's turns on a GPU of a run in ``tmp_path``; uninstalled after."""
+    turns = GpuTurns(str(tmp_path), "g0")
+    gpu_turns.install(turns)
+    yield turns
+    gpu_turns.install(None)
 
 
-def test_a_performance_cell_runs_in_the_exclusive_turn_and_others_in_the_shared_one() -> None:
-    from triton_conformance.conformance.kinds import kind_of
-
-    assert kind_of("performance")[0].exclusive_gpu
-    for cell, turn in [("performance", "exclusive"), ("layout:contiguous", "shared"), ("memory", "shared"),
-                       ("dtype:float16", "shared")]:
-        turns = FakeTurns()
-        item, during = _item(cell, turns)
-        ConformanceItem.runtest(item)
-        assert during == [turn] and turns.taken == [turn] and turns.holding is None, cell
-        assert dict(item.user_properties)["conformance_outcome"] == "honoured"
-
-
-def test_only_the_performance_kind_takes_the_gpu_alone() -> None:
-    from triton_conformance.conformance.kinds import registered_kinds
-
-    assert [type(k).__name__ for k in registered_kinds() if k.exclusive_gpu] == ["PerformanceCell"]
+def test_a_timing_waits_for_the_examples_running_not_for_the_rest_of_their_cell(holders: Holders) -> None:
+    cell = subprocess.Popen([sys.executable, "-c", CELL, holders.directory, "a", holders.log, "60"])
+    holders.procs["a"] = cell
+    holders.wait_for("a example 2")
+    holders.start("x", "exclusive")
+    holders.wait_for("x in")
+    time.sleep(SETTLE_S)
+    inside = holders.events()
+    holders.release("x")
+    holders.wait_for("a done")
+    events = holders.events()
+    assert "a done" not in inside and "a example 59" not in inside, "the timing waited for the whole cell"
+    during = events[events.index("x in"):events.index("x out")]
+    assert not [e for e in during if e.startswith("a example")], f"an example began while the GPU was timed: {during}"
+    assert events.index("x out") < events.index("a example 59"), events  # the cell went on after
 
 
-def test_the_turn_is_left_when_the_executor_raises() -> None:
-    turns = FakeTurns()
-    item, during = _item("performance", turns, fail=True)
+def test_a_timing_inside_a_cell_gives_its_shared_turn_up_and_takes_it_again(installed: GpuTurns) -> None:
+    with gpu_turns.cell():
+        assert _held(installed.use, fcntl.LOCK_EX) and not _held(installed.use, fcntl.LOCK_SH)
+        with gpu_turns.exclusive():
+            assert _held(installed.use, fcntl.LOCK_SH) and _held(installed.gate, fcntl.LOCK_SH)
+        assert _held(installed.use, fcntl.LOCK_EX) and not _held(installed.gate, fcntl.LOCK_SH)
+    assert not _held(installed.use, fcntl.LOCK_EX), "the cell kept its turn after it ended"
+
+
+def test_a_cell_gives_its_turn_back_when_it_raises(installed: GpuTurns) -> None:
     with pytest.raises(RuntimeError):
-        ConformanceItem.runtest(item)
-    assert during == ["exclusive"] and turns.holding is None
+        with gpu_turns.cell():
+            with gpu_turns.exclusive():
+                raise RuntimeError("the timed launch failed")
+    assert not _held(installed.use, fcntl.LOCK_EX) and not _held(installed.gate, fcntl.LOCK_EX)
 
 
-def test_no_turn_without_a_shared_gpu() -> None:
-    item, during = _item("performance", None)
-    ConformanceItem.runtest(item)
-    assert during == [None]
-    with gpu_turn(None, "no-such-cell"):  # not even the kind is looked up
-        pass
+def test_without_installed_turns_nothing_is_locked(tmp_path) -> None:
+    gpu_turns.install(None)
+    with gpu_turns.cell(), gpu_turns.exclusive():
+        gpu_turns.at_example()
+    assert not os.listdir(tmp_path)
+
+
+def test_the_timer_times_in_the_exclusive_turn_after_a_warm_up_beside_the_others(installed, monkeypatch) -> None:
+    from triton_conformance.conformance.kinds.performance.peaks import CudaEventTimer
+
+    seen: list[tuple[str, bool]] = []
+    monkeypatch.setattr("torch.cuda.synchronize", lambda *a: None)
+    monkeypatch.setattr(CudaEventTimer, "_timed", lambda self, fn, n: [fn() or 1.0 for _ in range(n)])
+    timer = CudaEventTimer(rep_ms=3.0, min_reps=2, max_reps=3)
+    with gpu_turns.cell():
+        timer(lambda: seen.append(("call", _held(installed.use, fcntl.LOCK_SH))))
+    assert seen[0] == ("call", False), "the warm-up (compiles, autotuning) took the GPU alone"
+    assert len(seen) == 1 + 5 + 3 and all(alone for _, alone in seen[1:]), seen
+
+
+def test_every_example_of_a_cell_passes_through_the_gate(installed, monkeypatch) -> None:
+    from triton_conformance import Dim, Tensor, register
+    from triton_conformance.conformance.gpu_turns import ExampleTurns
+    from triton_conformance.conformance.runner import run_cell
+    from triton_conformance.model.config import run_config
+
+    subject = register(lambda x: x * 2, name="turns_doubled", inputs={"x": Tensor(("N",))}, dims={"N": Dim(1, 64)},
+                       oracle=lambda x: x * 2)
+    entered: list[bool] = []
+    through = ExampleTurns.at_example
+    monkeypatch.setattr(ExampleTurns, "at_example", lambda self: entered.append(True) or through(self))
+    result = run_cell(subject, "layout:contiguous", config=run_config(profile="ci"))
+    assert result.outcome == "honoured" and result.examples >= 5
+    assert len(entered) >= result.examples + 1, (len(entered), result.examples)  # the cell's start, each example
+    assert not gpu_turns.installed().holding and not _held(installed.use, fcntl.LOCK_EX)
 
 
 def test_the_worker_takes_turns_only_on_a_gpu_it_shares_on_cuda(tmp_path) -> None:
@@ -344,3 +376,31 @@ def test_the_worker_takes_turns_only_on_a_gpu_it_shares_on_cuda(tmp_path) -> Non
     finally:
         for claim in [alone, *shared]:
             claim.release()
+
+
+def test_the_cell_worker_takes_the_turns_its_pool_gives_it(tmp_path) -> None:
+    import importlib
+    import threading
+
+    from tests.cover import _turns_subject
+    from triton_conformance.model.config import run_config
+    from triton_conformance.model.subject import get_subject
+    from triton_conformance.workers.executor import CellExecutor
+
+    importlib.reload(_turns_subject)  # registered again after an earlier test's subjects were dropped
+    turns = GpuTurns(str(tmp_path), "g0")
+    executor = CellExecutor(run_config(), turns=turns)
+    results: list = []
+    try:
+        executor.prestart()
+        assert executor._pool._get().wait_ready() is None  # started: a cell of it now takes well under a second
+        run = threading.Thread(target=lambda: results.append(
+            executor.run(get_subject("turns_doubled_module"), "layout:contiguous")))
+        with turns.exclusive():  # this test times the GPU: the worker's cell waits at the gate
+            run.start()
+            run.join(timeout=3.0)
+            assert not results, "the cell worker ran its cell while another process had the GPU alone"
+        run.join(timeout=120)
+    finally:
+        executor.close()
+    assert results and results[0].outcome == "honoured", results

@@ -16,6 +16,7 @@ import math
 import time
 from dataclasses import replace
 
+from triton_conformance.conformance import gpu_turns
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.harness import run_kind
 from triton_conformance.conformance.judge import OracleError, claimed
@@ -102,7 +103,7 @@ def run_cell(
         result = skipped(subject, cell, reason)
     else:
         policy = SearchPolicy.of(config)
-        with cell_allowance(subject, cell, backend, policy) as allowance:
+        with cell_allowance(subject, cell, backend, policy) as allowance, gpu_turns.cell():
             context = CellContext(subject=subject, cell=cell, backend=backend, config=config,
                                   judge=judge_for(subject, backend), policy=policy, allowance=allowance,
                                   observer=observer)

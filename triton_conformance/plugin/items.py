@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
-from typing import Any, ContextManager
+from typing import Any
 
 import pytest
 
@@ -15,21 +14,10 @@ from triton_conformance.model.performance import junit_properties
 from triton_conformance.model.subject import Subject
 
 __all__ = ["ConformanceItem", "ImportFailureItem", "CellFailure", "PROPERTY", "IMPORT_CELL", "format_result",
-           "import_result", "gpu_turn"]
+           "import_result"]
 
 PROPERTY = "conformance_result"
 IMPORT_CELL = "import"  # the one cell of a subject module that failed to import
-
-
-def gpu_turn(turns: Any, cell: str) -> ContextManager[None]:
-    """The turn a cell takes on a GPU other workers share: ``turns.exclusive()`` for a cell of a kind that
-    times the GPU (``CellKind.exclusive_gpu``), ``turns.shared()`` otherwise; nothing when ``turns`` is None
-    (one worker per GPU, no xdist, the interpreter)."""
-    if turns is None:
-        return contextlib.nullcontext()
-    from triton_conformance.conformance.kinds import kind_of  # the engine loads triton: after configure
-
-    return turns.exclusive() if kind_of(cell)[0].exclusive_gpu else turns.shared()
 
 
 class CellFailure(Exception):
@@ -59,8 +47,7 @@ class ConformanceItem(pytest.Item):
         self.add_marker(pytest.mark.conformance)
 
     def runtest(self) -> None:
-        with gpu_turn(getattr(self.owner, "turns", None), self.cell):  # released however the cell ends
-            result = self.owner.executor.run(self.subject, self.cell)  # each search's seed: the run's and the cell's
+        result = self.owner.executor.run(self.subject, self.cell)  # each search's seed: the run's and the cell's
         self.user_properties.append((PROPERTY, result.to_dict()))
         # Plain strings for --junitxml, which writes each user property as a <property>.
         self.user_properties += [("conformance_subject", result.subject), ("conformance_cell", result.cell),

@@ -92,7 +92,9 @@ class ConformanceSession:
         elif run.seed is None and not run.profile.derandomize:
             run = replace(run, seed=random.randrange(2**32))
         self.run = run
-        self.executor = CellExecutor(run, sanitizer=settings.sanitizer(config, run.device, run.isolation))
+        self.turns = settings.turns(claim, run.device)  # this worker's GPU turns when other workers share it
+        self.executor = CellExecutor(run, sanitizer=settings.sanitizer(config, run.device, run.isolation),
+                                     turns=self.turns)
         self.results: dict[str, CellResult] = {}
         self.subjects: list = []
         self.loaded = False  # load_subjects() has run (the xdist controller runs it in pytest_sessionstart)
@@ -104,7 +106,6 @@ class ConformanceSession:
         # seconds that balance the shards, and what the split is balanced by, for the header.
         self.shard, self.durations, self.balance = settings.shard(config, self.results_path, controller)
         self.device_label: str | None = settings.option(config, "device-label")[0]
-        self.turns = settings.turns(claim, run.device)  # this worker's GPU turns when other workers share it
         self._plan: dict[str, int] | None = None
         self.worker_deaths = WorkerDeaths()  # controller: pytest workers that died mid-cell, per cell
         # --conformance-history as a database URL; None: not recorded (the controller records).

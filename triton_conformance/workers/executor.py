@@ -85,9 +85,10 @@ class CellExecutor:
     runs every cell in its own worker under compute-sanitizer.
     """
 
-    def __init__(self, config: RunConfig, *, sanitizer=None):
+    def __init__(self, config: RunConfig, *, sanitizer=None, turns=None):
         self.config = config
         self.sanitizer = sanitizer
+        self.turns = turns  # a GpuTurns when other workers share this one's GPU: its cells take them
         self._pool = None
         self._backend = None
 
@@ -115,6 +116,9 @@ class CellExecutor:
         from triton_conformance.conformance.runner import run_cell
 
         if self._backend is None:
+            from triton_conformance.conformance import gpu_turns
+
+            gpu_turns.install(self.turns)
             self._backend = current_backend(self.config.device)
         try:
             return run_cell(subject, cell, backend=self._backend, config=self.config)
@@ -124,10 +128,11 @@ class CellExecutor:
     def _new_pool(self):  # noqa: ANN202
 
         if self.sanitizer is None:
-            return WorkerPool(self.config.device, compat=self.config.compat, memory=self.config.worker_memory)
+            return WorkerPool(self.config.device, compat=self.config.compat, memory=self.config.worker_memory,
+                              turns=self.turns)
 
         return WorkerPool(self.config.device, env={**os.environ, **SANITIZER_ENV}, prefix=self.sanitizer.prefix,
-                          compat=self.config.compat, memory=self.config.worker_memory)
+                          compat=self.config.compat, memory=self.config.worker_memory, turns=self.turns)
 
     def _run_isolated(self, subject: Subject, cell: str) -> CellResult:
         if self._pool is None:

@@ -13,10 +13,9 @@ process dies, however it dies, so a replacement worker finds the slot free.
 A GPU has ``ceil(workers / n_gpus)`` slots (:func:`workers_per_gpu` picks the
 nightly's count: its cost is mostly Python and compiles on the CPU).
 
-Workers sharing a GPU take turns (:class:`GpuTurns`): a timing cell must have
-the GPU alone, or another worker's kernels distort its figures.  Two flocks
-per GPU make a readers-writer lock whose gate gives a waiting exclusive cell
-precedence over new shared ones; the kernel drops both when a holder dies.
+Workers sharing a GPU take turns (:class:`~triton_conformance.conformance.gpu_turns.GpuTurns`,
+example by example in the processes that run cells): what times the GPU must
+have it alone, or another worker's kernels distort its figures.
 
 Standard library only: the plugin imports this before torch.
 """
@@ -30,9 +29,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
-from typing import Iterator
 
+from triton_conformance.conformance.gpu_turns import GpuTurns
 from triton_conformance.errors import ConformanceUsageError
 
 __all__ = ["visible_gpus", "parse_gpus", "claim_gpu", "lock_dir", "Claim", "GpuTurns", "slots_per_gpu", "workers_per_gpu"]
@@ -130,62 +128,6 @@ def workers_per_gpu(cpus: int | None, gpus: int) -> int:
     ``gpus`` is their number.
     """
     return max(1, min(12, (cpus or 1) * 3 // (4 * max(1, gpus))))
-
-
-class GpuTurns:
-    """Turns on one GPU among the workers of a run that share it: :meth:`shared` for a cell that may run beside
-    others, :meth:`exclusive` for one that must have the GPU alone (it times it).
-
-    Two lock files in the run's lock directory: ``gpu-<id>.use`` is held shared
-    or exclusive while a cell runs; ``gpu-<id>.gate`` is passed through on the
-    way in, shared by shared cells and held exclusive by an exclusive cell from
-    before it waits until it leaves, so a waiting exclusive cell stops new
-    shared cells at the gate instead of waiting behind them forever.
-    """
-
-    def __init__(self, directory: str, gpu: str):
-        safe = re.sub(r"[^\w.-]", "_", gpu)
-        self.gate = os.path.join(directory, f"gpu-{safe}.gate")
-        self.use = os.path.join(directory, f"gpu-{safe}.use")
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with _lock_file(self.gate) as gate, _lock_file(self.use) as use:
-            fcntl.flock(gate, fcntl.LOCK_SH)  # waits while an exclusive cell runs or waits
-            try:
-                fcntl.flock(use, fcntl.LOCK_SH)
-            finally:
-                fcntl.flock(gate, fcntl.LOCK_UN)
-            yield
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with _lock_file(self.gate) as gate, _lock_file(self.use) as use:
-            fcntl.flock(gate, fcntl.LOCK_EX)  # no new shared cell gets past the gate from here on
-            fcntl.flock(use, fcntl.LOCK_EX)  # the shared cells already running finish
-            yield
-
-    def __repr__(self) -> str:
-        return f"GpuTurns(gate={self.gate!r}, use={self.use!r})"
-
-
-@contextmanager
-def _lock_file(path: str) -> Iterator[int]:
-    """A descriptor of its own on ``path`` (flock locks belong to the open file), unlocked and closed after.
-
-    O_CLOEXEC: the cell worker processes started meanwhile do not inherit it.
-    The explicit unlock releases the lock even if a forked child still holds
-    the descriptor; a holder that dies loses it with its descriptors.
-    """
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        yield fd
-    finally:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
 
 
 def lock_dir(run_key: str) -> str:

@@ -73,7 +73,7 @@ _COMMAND = (sys.executable, "-m", "triton_conformance.workers.worker")
 
 class _Worker:
     def __init__(self, device: str, modules: list[str], env: dict[str, str], prefix: tuple[str, ...] = (),
-                 compat: tuple[str, ...] | None = None, memory: str | int | None = None):
+                 compat: tuple[str, ...] | None = None, memory: str | int | None = None, turns: Any = None):
         self._stderr = tempfile.TemporaryFile()
         self._fifo_dir: str | None = None
         self._start_error: str | None = None
@@ -90,7 +90,7 @@ class _Worker:
             os.close(from_child_w)
         if self._start_error is None:
             send(self._to_child, {"sys_path": list(sys.path), "device": device, "modules": modules,
-                                  "compat_shims": compat, "memory": memory})
+                                  "compat_shims": compat, "memory": memory, "gpu_turns": turns})
         self.ready = False
         self.memory_bound: dict | None = None  # the bound the worker applied, as it said once started
 
@@ -235,8 +235,9 @@ class WorkerPool:
 
     def __init__(self, device: str, *, env: dict[str, str] | None = None,
                  prefix: Callable[[], tuple[str, ...]] | None = None, compat: tuple[str, ...] | None = None,
-                 memory: str | int | None = None):
+                 memory: str | int | None = None, turns: Any = None):
         self.device = device
+        self.turns = turns
         self.compat = compat
         self.memory = memory
         self.memory_bound: dict | None = None
@@ -252,7 +253,8 @@ class WorkerPool:
                 self._worker.close()
                 self.restarts += 1
             prefix = self._prefix() if self._prefix is not None else ()
-            self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat, self.memory)
+            self._worker = _Worker(self.device, list(self.modules), self.env, prefix, self.compat, self.memory,
+                                   self.turns)
         return self._worker
 
     def prestart(self) -> None:

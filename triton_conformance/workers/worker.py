@@ -98,6 +98,9 @@ def main(argv: list[str]) -> int:
     from triton_conformance.conformance.harness import escaped_cell
     from triton_conformance.conformance.runner import run_cell
 
+    from triton_conformance.conformance import gpu_turns
+
+    gpu_turns.install(init.get("gpu_turns"))  # the GPU's turns, example by example, when workers share it
     for module in init["modules"]:
         importlib.import_module(module)
     backend = current_backend(device)

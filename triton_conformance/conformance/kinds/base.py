@@ -45,8 +45,6 @@ class CellKind:
       class is compiled by backward cells only, and costs more);
     - ``interpreter_cost``: whether the interpreter's cost allowance bounds its
       examples; False for cells at designed sizes, which an over-cost discard would skip;
-    - ``exclusive_gpu``: whether its cells time the GPU, so that no other
-      worker sharing the GPU may run a cell meanwhile (workers.gpus.GpuTurns);
     - ``spec_examples``: whether its examples are specs whose tensors ``build_inputs`` builds
       (``replay.example_tensors``); False for a design's seed or a fixed plan;
     - :meth:`values`: the classes a subject gets (default: all of them);
@@ -61,7 +59,6 @@ class CellKind:
     steers: bool = False
     kernels: str = "forward"
     interpreter_cost: bool = True
-    exclusive_gpu: bool = False
     spec_examples: bool = True
 
     def values(self, subject: Subject) -> tuple[str, ...]:

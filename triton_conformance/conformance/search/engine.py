@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import HypothesisException
 
+from triton_conformance.conformance import gpu_turns
 from triton_conformance.conformance.expectation import expectation
 from triton_conformance.conformance.discards import NO_COMPILED_CLASS, ExampleDiscarded
 from triton_conformance.conformance.search.context import CellContext
@@ -179,6 +180,7 @@ def run_one(context: CellContext, runner: ExampleRunner, spec: Spec) -> Finding 
     """
     subject, cell, observer, allowance = context.subject, context.cell, context.observer, context.allowance
     allowance.admit(subject.contract, spec)
+    gpu_turns.at_example()  # where another process's timing waits for this one (gpu_turns)
     observer.example_started(subject, cell, spec)
     started = time.perf_counter()
     try:

@@ -16,7 +16,6 @@ __all__ = ["PerformanceCell"]
 
 class PerformanceCell(CellKind):
     interpreter_cost = False  # designed sizes: not held to the interpreter's cost allowance
-    exclusive_gpu = True  # timed with CUDA events: another worker's kernels on the GPU would distort it
     dimension = Dimension("performance", "", (CellClass(
         "", "achieved GB/s or TFLOP/s at the declared size, against the measured peak and torch"),))
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import torch
 
+from triton_conformance.conformance import gpu_turns
 from triton_conformance.errors import InvalidArgument
 from triton_conformance.model.config import on_cuda
 
@@ -112,11 +113,12 @@ class CudaEventTimer:
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
     def __call__(self, fn: Callable[[], Any]) -> list[float]:
-        fn()  # compiles and autotunes outside the timing
+        fn()  # compiles and autotunes outside the timing, beside the other processes' examples
         torch.cuda.synchronize()
-        estimate = median_ms(self._timed(fn, 5))
-        n = int(min(self.max_reps, max(self.min_reps, self.rep_ms / estimate)))
-        return self._timed(fn, n)
+        with gpu_turns.exclusive():  # the GPU alone while timed: other processes wait at their next example
+            estimate = median_ms(self._timed(fn, 5))
+            n = int(min(self.max_reps, max(self.min_reps, self.rep_ms / estimate)))
+            return self._timed(fn, n)
 
 
 @dataclass(frozen=True)

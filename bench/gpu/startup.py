@@ -27,6 +27,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -64,10 +65,10 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _timed(argvs: list[list[str]]) -> tuple[float, float]:
+def _timed(argvs: list[list[str]], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall, CPU) of starting every argv at once and waiting for all of them."""
     cpu, start = _children_cpu(), time.perf_counter()
-    procs = [subprocess.Popen(a, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for a in argvs]
+    procs = [subprocess.Popen(a, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env) for a in argvs]
     for p in procs:
         _, err = p.communicate()
         if p.returncode:
@@ -75,8 +76,8 @@ def _timed(argvs: list[list[str]]) -> tuple[float, float]:
     return time.perf_counter() - start, _children_cpu() - cpu
 
 
-def _median(repeats: int, argvs: list[list[str]]) -> tuple[float, float]:
-    runs = [_timed(argvs) for _ in range(repeats)]
+def _median(repeats: int, argvs: list[list[str]], env: dict[str, str] | None = None) -> tuple[float, float]:
+    runs = [_timed(argvs, env) for _ in range(repeats)]
     return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
@@ -112,11 +113,20 @@ def main(argv: list[str]) -> None:
               ("import torch, triton", ["-c", "import torch, triton"]), ("battery", _battery(args.device))]
     if args.device == "cuda":
         phases.append(("cuda context", _battery(args.device, context=True)))
-    phases.append(("collection", ["-m", "pytest", "--conformance-only", f"--conformance-device={args.device}",
+    from triton_conformance.running import _plugin_installed
+
+    plugin = [] if _plugin_installed() else ["-p", "triton_conformance.plugin"]  # run from a checkout
+    phases.append(("collection", ["-m", "pytest", *plugin, "--conformance-only", f"--conformance-device={args.device}",
                                   "--collect-only", "-q", "-p", "no:xdist", "-p", "no:randomly", "--assert=plain"]))
     for name, tail in phases:
         wall, cpu = _median(args.repeats, [[py, *tail]])
         rows.append((name, wall, cpu))
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):  # what compiling every module from source costs each process
+        cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="conformance-pycache-")
+        _timed([[py, *_battery(args.device)]], cached)  # writes the bytecode once
+        wall, cpu = _median(args.repeats, [[py, *_battery(args.device)]], cached)
+        rows.append(("battery, bytecode cached (PYTHONPYCACHEPREFIX)", wall, cpu))
     many = [py, *_battery(args.device, context=args.device == "cuda")]
     wall, cpu = _median(1, [many] * args.workers)
     rows.append((f"{args.workers} battery imports at once" + (" with a context" if args.device == "cuda" else ""),

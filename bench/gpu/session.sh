@@ -20,6 +20,8 @@
 #   timeline      the nightly as splitnightly runs it, at each of TL_SEEDS [47], with bench/gpu/timeline.py: when each
 #                 process started, configured, collected, got its cell worker, ran its first and last cell
 #                 (bench/gpu/timeline_summary.py), then nightly_summary.py
+#   phases        bench/gpu/cell_phases.py over PHASES_SUBJECTS in one process on CUDA, SEED [47]: each cell's set-up,
+#                 examples, time between them and tear-down
 #   startup       where a worker's start-up goes on CUDA (bench/gpu/startup.py: imports, collection, a CUDA
 #                 context, a cell worker, STARTUP_WORKERS [12] at once)
 #   splitnightly  the nightly on GPU 0 at each of SPLIT_SEEDS [47 1201 3307], each with an empty Triton cache and
@@ -203,6 +205,10 @@ s.sort_stats("tottime").print_stats(50)' "$L/profile.pstats" > "$L/profile_top.t
                       python3 bench/gpu/nightly_summary.py --workers 12 "$L/timeline_s$seed/results.json" \
                           >> "$OUT/summary.txt" 2>&1
                   done ;;
+        phases) rm -rf .conformance/examples
+                TRITON_CACHE_DIR=$(mktemp -d) CUDA_VISIBLE_DEVICES=0 run_step phases "${PHASES_LIMIT:-200}" \
+                    python3 bench/gpu/cell_phases.py --device cuda --profile nightly --seed "${SEED:-47}" \
+                    ${PHASES_SUBJECTS:-add adamw tma_matmul static_quant_e5m2 matmul rms_norm} ;;
         startup) run_step startup 90 python3 bench/gpu/startup.py --device cuda --workers "${STARTUP_WORKERS:-12}" \
                      --repeats 2 ;;
         splitnightly) gunzip -c bench/results/h200-2026-12-03-session12/nightly_s47_results.json.gz > "$L/s47_durations.json"

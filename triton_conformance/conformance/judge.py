@@ -245,8 +245,8 @@ class Judge:
                                            inputs=inputs, scalars=scalars, judge=self,
                                            lowp=lambda i=i: self.mask_policy(inputs, lowps()[i].to(torch.float64)),
                                            magnitude=at_unit(magnitudes, i, unit_of(bound)),
-                                           input_bound=functools.partial(self.bound, dims, dtypes, out, ref, scale,
-                                                                         accumulate=self.input_dtype(dtypes)),
+                                           input_bound=lambda out=out, ref=ref, scale=scale: self.bound(
+                                               dims, dtypes, out, ref, scale, accumulate=self.input_dtype(dtypes)),
                                            rounded=lambda i=i: nth(rounded(), i, lambda r: self.mask_policy(inputs, r))))
             if found is not None:
                 return found

@@ -168,17 +168,18 @@ class SearchOutcome:
         self.asked += other.asked
 
 
-def run_one(context: CellContext, runner: ExampleRunner, spec: Spec) -> Finding | str:
+def run_one(context: CellContext, runner: ExampleRunner, spec: Spec, *, admitted: bool = False) -> Finding | str:
     """One example of a cell, the one way every example runs: the search's draws, the shrinker's candidates
     and the error plot's sizes alike.
 
-    A spec over the memory cap is discarded unrun; the observer is told the example started (so a kernel
+    A spec over the memory cap is discarded unrun (``admitted``: the caller has just checked it); the observer is told the example started (so a kernel
     that kills the process is recorded with this spec) and how it ended; it runs as one example of the
     cell's compile share (:func:`~.specializations.counted`); a discard is counted once, by the allowance,
     and raised (:class:`~triton_conformance.conformance.discards.ExampleDiscarded`); an example run to a verdict is counted as run.
     """
     subject, cell, observer, allowance = context.subject, context.cell, context.observer, context.allowance
-    allowance.admit(subject.contract, spec)
+    if not admitted:
+        allowance.admit(subject.contract, spec)
     observer.example_started(subject, cell, spec)
     started = time.perf_counter()
     try:
@@ -236,6 +237,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
             allowance.admit(contract, spec)
         except ExampleDiscarded:
             skip()  # not run: it would need more memory than an example may take
+        admitted = spec
         if allowance.steering:
             steered = in_compiled_class(context, spec, draw.keeps_class, admits)
             if steered is None:
@@ -247,7 +249,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
             after_failure[0] += 1
         classes_before = allowance.compiles.classes if allowance.steering else 0
         try:
-            verdict = run_one(context, runner, spec)
+            verdict = run_one(context, runner, spec, admitted=spec is admitted)  # a steered one is checked again
         except ExampleDiscarded:
             skip()  # counted by the step; the search draws another
         if allowance.steering and allowance.compiles.classes == classes_before:

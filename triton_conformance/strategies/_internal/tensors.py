@@ -9,6 +9,7 @@ sentinel tells such reads apart from honest ones.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ def torch_dtype(name: str) -> torch.dtype:
     return dtype
 
 
+@functools.lru_cache(maxsize=None)
 def _sentinel_value(dtype: torch.dtype, which: str) -> float | bool:
     if dtype == torch.bool:
         return which == "big"

@@ -222,7 +222,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
         return allowance.fits(contract, spec) and not (excluding is not None and excluding.excludes(spec))
 
     def probe(spec: Spec) -> None:
-        if spec in failures:
+        if failures and spec in failures:  # (a spec's hash sorts its fields: none is needed before a failure)
             raise failures[spec]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far

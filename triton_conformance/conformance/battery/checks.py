@@ -48,7 +48,7 @@ class Run:
     before: dict[str, torch.Tensor] | None = None
     built: Any = None  # the inputs it ran on (strategies' BuiltInputs)
     descriptors: list = field(default_factory=list)  # the rule-breaking descriptors it built (DescriptorUse)
-    _holes: dict = field(default_factory=dict, repr=False, compare=False)  # output index -> its holes
+    _holes: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # output index -> holes
 
     def holes(self, i: int) -> torch.Tensor | None:
         """Poison left in output ``i``, or None if the suite did not allocate it (read once: the memory

@@ -102,6 +102,17 @@ def test_a_write_past_the_end_damages_the_after_band(dtype, index):
     assert not bool(unwritten_elements(out).any())
 
 
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_a_band_written_while_every_element_kept_its_poison_is_damage(side):
+    # The bands are compared at once, as one view over both: the one after the span, not the span's start.
+    with guarded_allocations() as log:
+        out = torch.empty((3, 5))
+    at = -1 if side == "before" else 15 + GUARD_BYTES // 4 - 1  # the band's first element, or its last
+    torch.as_strided(out, (at + 2,), (1,), out.storage_offset() - 1)[at + 1] = 0
+    assert bool(unwritten_elements(out).all())
+    assert [s for s, _ in log[0].guard_damage()] == [side]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=name)
 def test_a_write_before_the_start_damages_the_before_band(dtype):
     with guarded_allocations() as log:

@@ -614,6 +614,20 @@ def test_the_two_sentinels_hold_identical_views():
             assert not torch.equal(a.buffers[name].float().nan_to_num(1.0), b.buffers[name].float())
 
 
+@pytest.mark.parametrize("cell", ["layout:mixed", "layout:broadcast", "values:nan"])
+def test_a_build_that_copies_another_builds_contents_holds_the_bits_a_fresh_one_draws(cell):
+    # An example's later calls copy the first call's contents instead of drawing them again: bit for bit
+    # the storage a fresh build in that sentinel holds, NaN payloads and the sentinel around them included.
+    for spec in all_drawn(PLACEMENT, cell, n=10):
+        first = build_inputs(PLACEMENT, spec, sentinel="nan")
+        for sentinel in ("big", "nan"):
+            fresh = build_inputs(PLACEMENT, spec, sentinel=sentinel)
+            copied = build_inputs(PLACEMENT, spec, sentinel=sentinel, contents_of=first)
+            for name in PLACEMENT.inputs:
+                assert torch.equal(copied.snapshots[name], fresh.snapshots[name]), (name, spec)
+                assert copied.views[name].stride() == fresh.views[name].stride()
+
+
 def test_broadcast_inputs_have_stride_zero_and_repeat_one_row():
     spec = Spec(dims={"M": 4, "N": 5}, dtypes={"x": "float32", "i": "int32", "mask": "bool"},
                 layouts={"x": Layout("broadcast", broadcast=(0,))}, mask="random", seed=3)

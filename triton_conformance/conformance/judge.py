@@ -15,6 +15,7 @@ the declaration, never a verdict about the kernel.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -90,6 +91,9 @@ def largest_finite_magnitude(ref: Any) -> float:
     selecting the finite elements first (boolean indexing) cost about 0.2 ms an example on the CPU."""
     if ref.numel() == 0:
         return 1.0
+    top = float(ref.abs().max())  # finite: every element is (NaN and inf would make it NaN or inf)
+    if math.isfinite(top):
+        return top
     top = float(torch.where(torch.isfinite(ref), ref.abs(), -1.0).max())
     return top if top >= 0 else 1.0
 
@@ -241,8 +245,8 @@ class Judge:
                                            inputs=inputs, scalars=scalars, judge=self,
                                            lowp=lambda i=i: self.mask_policy(inputs, lowps()[i].to(torch.float64)),
                                            magnitude=at_unit(magnitudes, i, unit_of(bound)),
-                                           input_bound=functools.partial(self.bound, dims, dtypes, out, ref, scale,
-                                                                         accumulate=self.input_dtype(dtypes)),
+                                           input_bound=lambda out=out, ref=ref, scale=scale: self.bound(
+                                               dims, dtypes, out, ref, scale, accumulate=self.input_dtype(dtypes)),
                                            rounded=lambda i=i: nth(rounded(), i, lambda r: self.mask_policy(inputs, r))))
             if found is not None:
                 return found

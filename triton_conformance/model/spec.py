@@ -9,6 +9,7 @@ to a short, readable spec.  The strides a layout implies are computed by
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,14 @@ def layout_applies(kind: str, ndim: int, *, is_input: bool = True) -> bool:
 
 def strides_for(shape: tuple[int, ...], layout: Layout) -> tuple[tuple[int, ...], int, int]:
     """Return ``(strides, storage_offset, storage_elements)`` for ``shape`` in ``layout``."""
+    shape = tuple(shape)
+    try:
+        return _cached_strides(shape, layout)  # an example asks for each input's several times
+    except TypeError:  # a layout built with lists: unhashable
+        return _strides(shape, layout)
+
+
+def _strides(shape: tuple[int, ...], layout: Layout) -> tuple[tuple[int, ...], int, int]:
     n = len(shape)
     perm = layout.perm or tuple(range(n))
     steps = layout.steps or (1,) * n
@@ -91,6 +100,8 @@ def strides_for(shape: tuple[int, ...], layout: Layout) -> tuple[tuple[int, ...]
     last = sum((s - 1) * abs(st_) for s, st_ in zip(shape, strides))
     return tuple(strides), layout.offset, layout.offset + last + 1
 
+
+_cached_strides = functools.lru_cache(maxsize=4096)(_strides)
 
 CONTIGUOUS = Layout()  # the default layout, built once: specs compare against it at every hash
 

@@ -9,6 +9,7 @@ it, the kernel is worse than any computation in its own dtype, and wrong.  ``det
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -31,19 +32,28 @@ class Errors:
     used: float
 
 
-def _ulp(e: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The spacing of ``dtype``'s values at each ``|e|`` (that of the smallest normal below it)."""
-    info = torch.finfo(dtype)
-    _, exponent = torch.frexp(e.abs().clamp_min(info.tiny))
-    return torch.ldexp(torch.full_like(e, info.eps), exponent - 1)
+def _ulp(e_abs: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of ``dtype``'s values at each ``e_abs`` (``|e|``; that of the smallest normal below it)."""
+    info = _finfo(dtype)
+    _, exponent = torch.frexp(e_abs.clamp_min(info.tiny))
+    return torch.ldexp(torch.full_like(e_abs, info.eps), exponent - 1)
 
 
-def errors_of(err: torch.Tensor, expected: torch.Tensor, limit, dtype: torch.dtype) -> Errors | None:
+@functools.lru_cache(maxsize=None)
+def _finfo(dtype: torch.dtype) -> torch.finfo:
+    return torch.finfo(dtype)
+
+
+def errors_of(err: torch.Tensor, expected: torch.Tensor, limit, dtype: torch.dtype, *,
+              expected_abs: torch.Tensor | None = None) -> Errors | None:
     """``err`` (0 where a value is not finite) against the oracle ``expected`` and the bound's elementwise
-    ``limit``, for an output of ``dtype``; None for an integer output (no ulps) or an empty one."""
+    ``limit``, for an output of ``dtype``; None for an integer output (no ulps) or an empty one.
+    ``expected_abs``: ``|expected|``, where the caller has it."""
     if not dtype.is_floating_point or err.numel() == 0:
         return None
-    ulps = float((err / _ulp(expected, dtype)).max())
+    if float(err.max()) == 0.0:  # an exact output: no element has an error to scale
+        return Errors(ulps=0.0, used=0.0)
+    ulps = float((err / _ulp(expected.abs() if expected_abs is None else expected_abs, dtype)).max())
     limit = torch.as_tensor(limit, dtype=torch.float64, device=err.device)
     used = float(torch.where(err > 0, err / limit, torch.zeros_like(err)).max())  # err / 0 is inf: exact bound
     return Errors(ulps=ulps, used=used)

@@ -114,14 +114,14 @@ def _crash(what: str, exc: BaseException) -> Finding:
 
 
 def _backprop(subject: Subject, spec: Spec, backend: Any, sentinel: str, variant: int,
-              allowance: Allowance) -> Run:
+              allowance: Allowance, contents_of: Any = None) -> Run:
     """Forward and backward once: a :class:`Run` whose outputs are the gradients (``raw``: {output position:
-    its grad_output}).
+    its grad_output}); ``contents_of``: an earlier pass's inputs, whose contents are copied, not drawn again.
     Each pass is one of the example's calls: its part of the example's share of interpreted work."""
     contract = subject.contract
     names = contract.backward.grads
     with discarding_out_of_memory("building the inputs"):
-        built = build_inputs(contract, spec, sentinel=sentinel, device=backend.device)
+        built = build_inputs(contract, spec, sentinel=sentinel, device=backend.device, contents_of=contents_of)
     before = {n: v.detach().clone() for n, v in built.views.items()}
     for n in names:
         built.views[n].requires_grad_(True)
@@ -187,9 +187,9 @@ def run_gradient_example(subject: Subject, spec: Spec, backend: Any, judge: Judg
     backward = subject.contract.backward
 
     def run(sentinel: str, variant: int) -> Run:
-        return _backprop(subject, spec, backend, sentinel, variant, allowance)
+        return _backprop(subject, spec, backend, sentinel, variant, allowance, contents_of=first.built)
 
-    first = run(*FIRST)
+    first = _backprop(subject, spec, backend, *FIRST, allowance)
     if first.error is not None:
         return first.error
     gos: dict[int, GradOutput] = first.raw

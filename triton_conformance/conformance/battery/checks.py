@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from triton_conformance.conformance.battery.memory import flat_bytes, unwritten_elements
+from triton_conformance.conformance.battery.memory import unwritten_elements
 from triton_conformance.model.outcomes import Finding
 
 __all__ = ["Run", "descriptor_finding", "differing_outputs", "memory_findings", "outputs_differ", "repeat_findings", "FIRST", "OTHER"]
@@ -48,14 +48,17 @@ class Run:
     before: dict[str, torch.Tensor] | None = None
     built: Any = None  # the inputs it ran on (strategies' BuiltInputs)
     descriptors: list = field(default_factory=list)  # the rule-breaking descriptors it built (DescriptorUse)
+    _holes: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # output index -> holes
 
     def holes(self, i: int) -> torch.Tensor | None:
-        """Poison left in output ``i``, or None if the suite did not allocate it."""
-        out = self.outputs[i] if self.outputs is not None and i < len(self.outputs) else None
-        if not isinstance(out, torch.Tensor):
-            return None
-        owner = next((a for a in self.allocations if a.owns(out)), None)
-        return None if owner is None else unwritten_elements(out.detach(), owner.variant)
+        """Poison left in output ``i``, or None if the suite did not allocate it (read once: the memory
+        findings and the repeat protocol both ask)."""
+        if i not in self._holes:
+            out = self.outputs[i] if self.outputs is not None and i < len(self.outputs) else None
+            owner = next((a for a in self.allocations if a.owns(out)), None) if isinstance(out, torch.Tensor) \
+                else None
+            self._holes[i] = None if owner is None else unwritten_elements(out.detach(), owner.variant)
+        return self._holes[i]
 
 
 def _holes(run: Run, other: Run | None, i: int) -> torch.Tensor | None:
@@ -138,13 +141,13 @@ def differing_outputs(a: Run, b: Run) -> list[int]:
         if x.shape != y.shape or x.dtype != y.dtype:
             differ.append(i)
             continue
+        # Compared in place as integers of the element size (a bool as its byte), whatever the strides.
         as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[x.element_size()]
-        xi, yi = flat_bytes(x.detach()).view(as_int), flat_bytes(y.detach()).view(as_int)
-        written = torch.ones_like(xi, dtype=torch.bool)
+        changed = x.detach().view(as_int) != y.detach().view(as_int)
         for holes in (a.holes(i), b.holes(i)):
             if holes is not None:
-                written &= ~holes.reshape(-1)
-        if bool(((xi != yi) & written).any()):
+                changed &= ~holes
+        if bool(changed.any()):
             differ.append(i)
     return differ
 

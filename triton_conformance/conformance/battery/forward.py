@@ -59,11 +59,13 @@ def _call(subject: Subject, built: BuiltInputs, spec: Spec, backend: Any, varian
 
 
 def call_example(subject: Subject, spec: Spec, backend: Any, allowance: Allowance, sentinel: str = FIRST[0],
-                 variant: int = FIRST[1]) -> Run:
+                 variant: int = FIRST[1], contents_of: BuiltInputs | None = None) -> Run:
     """Build ``spec``'s inputs in ``sentinel`` and call the launcher once, its outputs guarded and poisoned
-    (``variant``): the :class:`~.checks.Run` every check reads. Out of memory is a discard."""
+    (``variant``): the :class:`~.checks.Run` every check reads. Out of memory is a discard.
+    ``contents_of``: an earlier call's inputs, whose contents are copied instead of drawn again."""
     with discarding_out_of_memory("building the inputs"):
-        inputs = build_inputs(subject.contract, spec, sentinel=sentinel, device=backend.device)
+        inputs = build_inputs(subject.contract, spec, sentinel=sentinel, device=backend.device,
+                              contents_of=contents_of)
     call = _call(subject, inputs, spec, backend, variant, allowance)
     raise_if_out_of_memory(call.error, "in the launcher")
     return call
@@ -85,8 +87,10 @@ def run_example(subject: Subject, spec: Spec, backend: Any, judge: Judge | None 
     allowance.example_started(calls=1 + twice + bool(determinism), before_inputs=True)
     expect = expectation(contract, spec)
 
+    built = None  # the first call's inputs: every later call copies their contents
+
     def run(sentinel: str, variant: int) -> Run:
-        return call_example(subject, spec, backend, allowance, sentinel, variant)
+        return call_example(subject, spec, backend, allowance, sentinel, variant, contents_of=built)
 
     first = run(*FIRST)
     built = first.built

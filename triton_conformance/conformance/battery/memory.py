@@ -11,6 +11,7 @@ allocations keep their zeros but get the same guard bands.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -55,7 +56,11 @@ class GuardedAllocation:
 
     def guard_damage(self) -> list[tuple[str, int]]:
         """(side, first changed byte index relative to the tensor) for each damaged guard band."""
-        # Only the guard bands come back to the host, not the span between them.
+        # Both bands as one (2, GUARD_BYTES) view, compared on the device with their pristine bytes at once;
+        # only a damaged allocation's bands come back to the host (never the span between them).
+        bands = self.buffer.as_strided((2, GUARD_BYTES), (GUARD_BYTES + self.span_bytes, 1))
+        if torch.equal(bands, _pristine_bands(self.initial, str(self.buffer.device))):
+            return []
         before = self.buffer[:GUARD_BYTES].cpu().numpy().tobytes()
         after = self.buffer[GUARD_BYTES + self.span_bytes:].cpu().numpy().tobytes()
         damage = []
@@ -69,6 +74,13 @@ class GuardedAllocation:
 
     def owns(self, t: torch.Tensor) -> bool:
         return t.untyped_storage().data_ptr() == self.buffer.untyped_storage().data_ptr()
+
+
+@functools.lru_cache(maxsize=64)
+def _pristine_bands(initial: bytes, device: str) -> torch.Tensor:
+    """Two guard bands of ``initial`` bytes, as one uint8 (2, GUARD_BYTES) tensor on ``device``."""
+    band = torch.frombuffer(bytearray(initial), dtype=torch.uint8)
+    return torch.stack([band, band]).to(device)
 
 
 def _allocate(meta: torch.Tensor, device: Any, fill_zero: bool, variant: int = 0) -> GuardedAllocation:
@@ -126,9 +138,9 @@ def unwritten_elements(t: torch.Tensor, variant: int = 0) -> torch.Tensor:
     """Boolean tensor: True where ``t`` still holds poison number ``variant``."""
     if t.numel() == 0:
         return torch.zeros(t.shape, dtype=torch.bool, device=t.device)
-    flat = _flat(t)
-    size = flat.element_size()
+    t = t.detach()  # read in place, whatever its strides: a view as integers of its element size
+    size = t.element_size()
     if size == 1:
-        return (flat.view(torch.uint8) == _BYTE_POISON[variant]).reshape(t.shape)
+        return t.view(torch.uint8) == _BYTE_POISON[variant]
     pattern = int.from_bytes(poison_bytes(t.dtype, variant), "little", signed=True)
-    return (flat.view(_UINT[size]) == pattern).reshape(t.shape)
+    return t.view(_UINT[size]) == pattern

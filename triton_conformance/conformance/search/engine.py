@@ -169,17 +169,18 @@ class SearchOutcome:
         self.asked += other.asked
 
 
-def run_one(context: CellContext, runner: ExampleRunner, spec: Spec) -> Finding | str:
+def run_one(context: CellContext, runner: ExampleRunner, spec: Spec, *, admitted: bool = False) -> Finding | str:
     """One example of a cell, the one way every example runs: the search's draws, the shrinker's candidates
     and the error plot's sizes alike.
 
-    A spec over the memory cap is discarded unrun; the observer is told the example started (so a kernel
+    A spec over the memory cap is discarded unrun (``admitted``: the caller has just checked it); the observer is told the example started (so a kernel
     that kills the process is recorded with this spec) and how it ended; it runs as one example of the
     cell's compile share (:func:`~.specializations.counted`); a discard is counted once, by the allowance,
     and raised (:class:`~triton_conformance.conformance.discards.ExampleDiscarded`); an example run to a verdict is counted as run.
     """
     subject, cell, observer, allowance = context.subject, context.cell, context.observer, context.allowance
-    allowance.admit(subject.contract, spec)
+    if not admitted:
+        allowance.admit(subject.contract, spec)
     gpu_turns.at_example()  # where another process's timing waits for this one (gpu_turns)
     observer.example_started(subject, cell, spec)
     started = time.perf_counter()
@@ -223,7 +224,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
         return allowance.fits(contract, spec) and not (excluding is not None and excluding.excludes(spec))
 
     def probe(spec: Spec) -> None:
-        if spec in failures:
+        if failures and spec in failures:  # (a spec's hash sorts its fields: none is needed before a failure)
             raise failures[spec]  # a replay of a known failure: no need to run the kernel again
         if failures and after_failure[0] >= shrink_calls:
             raise _StopSearch  # the shrink budget is spent: the latest failure is the smallest so far
@@ -238,6 +239,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
             allowance.admit(contract, spec)
         except ExampleDiscarded:
             skip()  # not run: it would need more memory than an example may take
+        admitted = spec
         if allowance.steering:
             steered = in_compiled_class(context, spec, draw.keeps_class, admits)
             if steered is None:
@@ -249,7 +251,7 @@ def search(context: CellContext, runner: ExampleRunner, draw: Draw, *, excluding
             after_failure[0] += 1
         classes_before = allowance.compiles.classes if allowance.steering else 0
         try:
-            verdict = run_one(context, runner, spec)
+            verdict = run_one(context, runner, spec, admitted=spec is admitted)  # a steered one is checked again
         except ExampleDiscarded:
             skip()  # counted by the step; the search draws another
         if allowance.steering and allowance.compiles.classes == classes_before:

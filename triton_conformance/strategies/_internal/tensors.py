@@ -9,6 +9,7 @@ sentinel tells such reads apart from honest ones.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ def torch_dtype(name: str) -> torch.dtype:
     return dtype
 
 
+@functools.lru_cache(maxsize=None)
 def _sentinel_value(dtype: torch.dtype, which: str) -> float | bool:
     if dtype == torch.bool:
         return which == "big"
@@ -82,8 +84,12 @@ def input_shape(contract: Contract, name: str, spec: Spec) -> tuple[int, ...]:
     return tuple(spec.dims[s] for s in decl.shape)
 
 
-def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", device: str = "cpu") -> BuiltInputs:
-    """Materialise every input of ``spec`` as a view into sentinel-filled storage."""
+def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", device: str = "cpu",
+                 contents_of: BuiltInputs | None = None) -> BuiltInputs:
+    """Materialise every input of ``spec`` as a view into sentinel-filled storage.
+
+    ``contents_of``: a build of the same spec (in either sentinel), whose elements as built are copied
+    instead of drawn again: the same bits, without the draws (the calls of one example share them)."""
     views, buffers, snapshots = {}, {}, {}
     for index, (name, decl) in enumerate(contract.inputs.items()):
         shape = input_shape(contract, name, spec)
@@ -93,24 +99,28 @@ def build_inputs(contract: Contract, spec: Spec, *, sentinel: str = "nan", devic
         buffer = torch.full((span + GUARD_ELEMENTS,), _sentinel_value(dtype, sentinel), dtype=dtype, device=device)
         # Contents are drawn for the physical shape: a broadcast dim holds one value.
         physical = tuple(1 if d in layout.broadcast else s for d, s in enumerate(shape))
+        phys_strides = tuple(0 if d in layout.broadcast else s for d, s in enumerate(strides))
         seed = spec.seed * 7919 + index
-        if decl.is_mask:
-            keep = fill_mask(physical, spec.mask or "all", seed)
-            if decl.kind == "bool":
-                values = keep.to(dtype)
-            else:
-                values = torch.where(keep, 0.0, -math.inf).to(dtype)
-        elif isinstance(decl, Scale):
-            values = fill_scales(physical, dtype, seed, device=device)
-        elif decl.index_of is not None:
-            values = fill_indices(physical, spec.dims[decl.index_of], decl.special, seed, device=device).to(dtype)
-        else:
-            values = fill_values(physical, dtype, spec.values, seed, device=device,
-                                 value_range=decl.value_range).to(dtype)
+        values = None if contents_of is not None else _drawn(decl, spec, physical, dtype, seed, device)
         if buffer.numel() and all(shape):
-            phys_strides = tuple(0 if d in layout.broadcast else s for d, s in enumerate(strides))
+            if values is None:  # the other build's pristine storage, where its elements lie
+                values = contents_of.snapshots[name].view(dtype).as_strided(physical, phys_strides, offset)
             buffer.as_strided(physical, phys_strides, offset).copy_(values.to(device))
         view = buffer.as_strided(shape, strides, offset)
         views[name], buffers[name] = view, buffer
         snapshots[name] = _bytes_of(buffer).clone()
     return BuiltInputs(views=views, buffers=buffers, snapshots=snapshots)
+
+
+def _drawn(decl, spec: Spec, physical: tuple[int, ...], dtype: torch.dtype, seed: int, device: str) -> torch.Tensor:
+    """An input's contents for its physical shape, drawn from ``seed``."""
+    if decl.is_mask:
+        keep = fill_mask(physical, spec.mask or "all", seed)
+        if decl.kind == "bool":
+            return keep.to(dtype)
+        return torch.where(keep, 0.0, -math.inf).to(dtype)
+    if isinstance(decl, Scale):
+        return fill_scales(physical, dtype, seed, device=device)
+    if decl.index_of is not None:
+        return fill_indices(physical, spec.dims[decl.index_of], decl.special, seed, device=device).to(dtype)
+    return fill_values(physical, dtype, spec.values, seed, device=device, value_range=decl.value_range).to(dtype)

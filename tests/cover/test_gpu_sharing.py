@@ -404,3 +404,43 @@ def test_the_cell_worker_takes_the_turns_its_pool_gives_it(tmp_path) -> None:
     finally:
         executor.close()
     assert results and results[0].outcome == "honoured", results
+
+
+def test_a_performance_cell_times_everything_in_one_turn_alone_after_its_warm_ups(installed, monkeypatch) -> None:
+    from triton_conformance import Dim, Performance, Tensor, register
+    from triton_conformance.conformance import gpu_turns as turns_module
+    from triton_conformance.conformance.backend import Backend
+    from triton_conformance.conformance.kinds.performance.cell import run_performance_cell
+    from triton_conformance.conformance.kinds.performance.peaks import FixedPeaks
+
+    entered: list[int] = []
+    enter = turns_module._enter_exclusive
+    monkeypatch.setattr(turns_module, "_enter_exclusive", lambda gate, use: entered.append(1) or enter(gate, use))
+    calls: list[tuple[str, bool]] = []
+
+    def timed(name):
+        def call(x, y):
+            calls.append((name, _held(installed.use, fcntl.LOCK_SH)))
+            return x + y
+        return call
+
+    class Timer:
+        description = "a timer that asks for its own exclusive turn, as CudaEventTimer does"
+
+        def __call__(self, fn):
+            with gpu_turns.exclusive():
+                fn()
+                return [1.0] * 3
+
+    subject = register(timed("kernel"), name="turns_perf_add", inputs={"x": Tensor(("N",)), "y": Tensor(("N",))},
+                       dims={"N": Dim(1, 4096)}, oracle=lambda x, y: x + y,
+                       performance=Performance(dims={"N": 1000}, bytes=lambda dims, dtypes: 12 * dims["N"],
+                                               baseline=timed("baseline")))
+    with gpu_turns.cell():
+        result = run_performance_cell(subject, backend=Backend(name="cuda", device="cpu"), timer=Timer(),
+                                      peaks=FixedPeaks(bandwidth=4000.0))
+    assert result.outcome == "honoured", result.message
+    assert entered == [1], "each timing waited for the GPU on its own"
+    # After the correctness example's calls: the two warm-ups beside the others, then the two timings alone.
+    assert [name for name, _ in calls[-4:]] == ["kernel", "baseline", "kernel", "baseline"], calls
+    assert [alone for _, alone in calls[-4:]] == [False, False, True, True], calls

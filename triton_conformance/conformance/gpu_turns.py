@@ -99,6 +99,7 @@ class ExampleTurns:
     def __init__(self, turns: GpuTurns):
         self.turns = turns
         self.holding = False  # a shared turn
+        self.alone = 0  # depth of exclusive() bodies: an inner one keeps the outer's turn
         self._gate: int | None = None
         self._use: int | None = None
 
@@ -108,7 +109,10 @@ class ExampleTurns:
         return self._gate, self._use
 
     def at_example(self) -> None:
-        """An example (or a cell) starts: back through the gate, where a timing turn asked for waits."""
+        """An example (or a cell) starts: back through the gate, where a timing turn asked for waits; nothing
+        while this process has the GPU alone."""
+        if self.alone:
+            return
         gate, use = self._fds()
         if self.holding:
             fcntl.flock(use, fcntl.LOCK_UN)
@@ -125,14 +129,23 @@ class ExampleTurns:
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         """The GPU alone for the body; the shared turn this process held before is given up first and taken
-        again after."""
+        again after.  Inside another exclusive body it keeps that turn (one wait for the GPU, not one each)."""
+        if self.alone:
+            self.alone += 1
+            try:
+                yield
+            finally:
+                self.alone -= 1
+            return
         gate, use = self._fds()
         held = self.holding
         self.release()
         _enter_exclusive(gate, use)
+        self.alone = 1
         try:
             yield
         finally:
+            self.alone = 0
             fcntl.flock(use, fcntl.LOCK_UN)
             fcntl.flock(gate, fcntl.LOCK_UN)
             if held:

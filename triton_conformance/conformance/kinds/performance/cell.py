@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from triton_conformance.conformance import gpu_turns
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.battery.forward import run_example
 from triton_conformance.conformance.judge import Judge, exception_text
@@ -117,14 +118,18 @@ def measure(subject: Subject, *, device: str = "cuda", timer: Timer | None = Non
     spec = measured_spec(subject)
     built = build_inputs(contract, spec, device=device)
     keyword = contract.keyword_values(spec.dims)  # dims a relation hands over by keyword
-    kernel = timer(lambda: subject.launcher(**built.views, **spec.scalars, **keyword))
-    baseline_ms = None
-    if perf.baseline is not None:
-        baseline_ms = median_ms(timer(lambda: perf.baseline(**built.views, **spec.scalars, **keyword)))
+    launch = lambda: subject.launcher(**built.views, **spec.scalars, **keyword)  # noqa: E731
+    baseline = None if perf.baseline is None else lambda: perf.baseline(**built.views, **spec.scalars, **keyword)
     bytes_, flops = perf.work(contract)
-    out = figures(bytes_=bytes_, flops=flops, kernel_ms=median_ms(kernel), baseline_ms=baseline_ms,
-                  bandwidth_gbs=peaks.bandwidth_gbs() if bytes_ is not None else None,
-                  tflops=peaks.tflops(perf.main_dtype) if flops is not None else None)
+    for warm_up in (launch, baseline):  # compiles, autotuning, library handles: beside the other workers
+        if warm_up is not None:
+            warm_up()
+    with gpu_turns.exclusive():  # one turn alone for all of this cell's timings (each timer's nests in it)
+        kernel = timer(launch)
+        baseline_ms = None if baseline is None else median_ms(timer(baseline))
+        out = figures(bytes_=bytes_, flops=flops, kernel_ms=median_ms(kernel), baseline_ms=baseline_ms,
+                      bandwidth_gbs=peaks.bandwidth_gbs() if bytes_ is not None else None,
+                      tflops=peaks.tflops(perf.main_dtype) if flops is not None else None)
     return Measurement(dims=dict(spec.dims), dtypes=dict(spec.dtypes), bytes=bytes_, flops=flops,
                        reps=len(kernel), timer=getattr(timer, "description", type(timer).__name__),
                        peaks=peaks.describe(), **out)

@@ -11,7 +11,10 @@ worker) appends to its own file there.  Events carry wall-clock seconds
   collection end and session end;
 - ``start`` / ``end`` of each test item (its node id);
 - ``spawn`` / ``ready`` of each cell worker (the isolation pool's child), by
-  wrapping ``_Worker`` for the run; this changes nothing it does.
+  wrapping ``_Worker`` for the run; this changes nothing it does;
+- ``sessionstart`` / ``sessionstarted`` around every plugin's
+  ``pytest_sessionstart``, and ``environment-wait`` / ``environment-done``
+  around the controller's wait for the CUDA environment check.
 
 ``python bench/gpu/timeline_summary.py DIR [RESULTS.json]`` turns the files
 into the start-up's phases and the tail.
@@ -22,6 +25,8 @@ from __future__ import annotations
 import json
 import os
 import time
+
+import pytest
 
 _DIR = os.environ.get("CONFORMANCE_TIMELINE_DIR")
 _WHO = os.environ.get("PYTEST_XDIST_WORKER", "controller")
@@ -69,7 +74,35 @@ def _wrap_cell_workers() -> None:
     worker.__init__, worker.wait_ready, worker._timeline = timed_init, timed_wait_ready, True
 
 
+def _wrap_environment_check() -> None:
+    from triton_conformance.conformance import canary
+
+    check = canary.EnvironmentCheck
+    if getattr(check, "_timeline", False):
+        return
+    report = check.report
+
+    def timed_report(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        _emit("environment-wait")
+        try:
+            return report(self, *args, **kwargs)
+        finally:
+            _emit("environment-done")
+
+    check.report, check._timeline = timed_report, True
+
+
 _wrap_cell_workers()  # at import: pytest_configure may start a cell worker before ours runs
+_wrap_environment_check()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionstart(session):  # noqa: ANN001, ANN201
+    _emit("sessionstart")
+    try:
+        return (yield)
+    finally:
+        _emit("sessionstarted")  # every plugin's pytest_sessionstart has run (xdist's start of its workers too)
 
 
 def pytest_configure(config) -> None:  # noqa: ANN001

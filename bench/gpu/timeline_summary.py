@@ -45,6 +45,11 @@ def main(folder: str, results: str | None = None) -> None:
     first = {e["event"]: e for e in reversed(controller)}
     print(f"controller: imported the timeline plugin at {first['process']['t'] - t0:.2f} s, configured at "
           f"{first['configured']['t'] - t0:.2f} s, finished at {first['finished']['t'] - t0:.2f} s")
+    marks = [(label, first[key]["t"] - t0) for key, label in (
+        ("sessionstart", "session start"), ("environment-wait", "waits for the environment check"),
+        ("environment-done", "has the environment check"), ("sessionstarted", "session started")) if key in first]
+    if marks:
+        print("controller: " + ", ".join(f"{label} at {at:.2f} s" for label, at in marks))
     phases: dict[str, list[float]] = collections.defaultdict(list)
     idle, walls, ends = [], {}, []
     for name, events in sorted(processes.items()):

@@ -7,6 +7,7 @@ the battery load only when ``--conformance`` is given.
 from __future__ import annotations
 
 import os
+from typing import Callable, Optional
 
 import pytest
 
@@ -49,6 +50,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     device, _ = settings.option(early_config, "device")
     if device == INTERPRETER:  # the option as given (pytest_configure validates it and resolves auto)
         os.environ["TRITON_INTERPRET"] = "1"
+        if _xdist_controller(early_config, early=True):
+            return  # it launches no kernel of a conftest's: the shims wait for pytest_sessionstart
         from triton_conformance.conformance.interpreter_layer import install_compat
 
         try:  # the interpreter compatibility layer, before a conftest imports a kernel
@@ -105,17 +108,24 @@ def _canaries_on(config: pytest.Config) -> bool:
     return value == "on"
 
 
-def _start_environment_check(config: pytest.Config, run, where: str):  # noqa: ANN001, ANN202 - a RunConfig
-    """Controller only (xdist workers and cell workers share its environment).  On the interpreter the
-    canaries run here, now, and a failure raises ConformanceUsageError in one line.  On CUDA the probe for a
-    GPU and the canaries start in a child process (so that pytest's own process initialises no CUDA context)
-    and are read in pytest_sessionstart, once xdist has started its workers beside them: returns that
-    pending check, as (EnvironmentCheck, where), or None."""
+def _start_environment_check(config: pytest.Config, run, where: str, *, later: bool):  # noqa: ANN001, ANN202
+    """Controller only (xdist workers and cell workers share its environment); ``run`` is the RunConfig.
+    Returns the pending check, a callable that answers its one usage-error line or None, or runs it now and
+    raises ConformanceUsageError with that line when ``later`` is false.  On CUDA the probe for a GPU and the
+    canaries start in a child process now (so that pytest's own process initialises no CUDA context), and
+    are read in pytest_sessionstart, once xdist has started its workers beside them; on the interpreter the
+    canaries run in this process, in pytest_sessionstart too when ``later`` (xdist's controller)."""
     from triton_conformance.conformance.canary import EnvironmentCheck, environment_failure
 
+    canaries = _canaries_on(config)
     if on_cuda(run.device):
-        return EnvironmentCheck(run.device, run.compat, canaries=_canaries_on(config)), where
-    line = environment_failure(run.device) if _canaries_on(config) else None
+        check = EnvironmentCheck(run.device, run.compat, canaries=canaries)
+        return lambda: _environment_line(check.report(), where)
+    if not canaries:
+        return None
+    if later:
+        return lambda: environment_failure(run.device)
+    line = environment_failure(run.device)
     if line is not None:
         raise ConformanceUsageError(line)
     return None
@@ -136,13 +146,24 @@ def _environment_line(report, where: str) -> str | None:  # noqa: ANN001 - an En
     return report.failure
 
 
-_ENVIRONMENT = pytest.StashKey[tuple]()
+_ENVIRONMENT = pytest.StashKey[Callable[[], Optional[str]]]()  # the pending check: its one line, or None
 
 
-def _xdist_controller(config: pytest.Config) -> bool:
-    """Whether this process is pytest-xdist's controller, which collects and runs no cell itself."""
-    return (getattr(config, "workerinput", None) is None and bool(getattr(config.option, "numprocesses", None))
-            and getattr(config.option, "dist", "no") != "no")
+def _xdist_controller(config: pytest.Config, *, early: bool = False) -> bool:
+    """Whether this process is pytest-xdist's controller, which collects and runs no cell itself (``early``:
+    from the options known before the conftests load, when xdist has not yet marked its workers)."""
+    if getattr(config, "workerinput", None) is not None or os.environ.get("PYTEST_XDIST_WORKER"):
+        return False
+    options = config.known_args_namespace if early else config.option
+    return bool(getattr(options, "numprocesses", None)) and (early or getattr(options, "dist", "no") != "no")
+
+
+def _install_compat(run) -> None:  # noqa: ANN001 - a RunConfig
+    """The interpreter's compatibility shims, before any kernel module is imported (idempotent)."""
+    if not on_cuda(run.device):  # 'auto' is resolved by now
+        from triton_conformance.conformance.interpreter_layer import install_compat
+
+        install_compat(run.compat)
 
 
 def _load_subjects(session) -> None:  # noqa: ANN001 - a ConformanceSession
@@ -152,22 +173,23 @@ def _load_subjects(session) -> None:  # noqa: ANN001 - a ConformanceSession
 
 @pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session: pytest.Session):  # noqa: ANN201
-    """After xdist has started its workers (its own pytest_sessionstart): on the controller, import the
-    subjects' modules (torch and triton among them: seconds, beside the workers' own start-up, instead of
-    before it), then wait for the CUDA environment check that ran beside their start-up too; a mistake in
-    either ends the run with its one line before any cell is scheduled."""
+    """After xdist has started its workers (its own pytest_sessionstart): on the controller, install the
+    interpreter's shims and import the subjects' modules (torch and triton among them: seconds, beside the
+    workers' own start-up, instead of before it), then run the interpreter's canaries or wait for the CUDA
+    environment check that ran beside the start-up; a mistake in any ends the run with its one line before
+    any cell is scheduled."""
     result = yield
     conformance = session.config.stash.get(_SESSION, None)
     if conformance is not None and not conformance.loaded:
         try:
+            _install_compat(conformance.run)
             _load_subjects(conformance)
         except (ConformanceUsageError, InvalidContract) as exc:
             raise pytest.UsageError(str(exc)) from None
     pending = session.config.stash.get(_ENVIRONMENT, None)
     if pending is not None:
         del session.config.stash[_ENVIRONMENT]
-        check, where = pending
-        line = _environment_line(check.report(), where)
+        line = pending()
         if line is not None:
             raise pytest.UsageError(line)
     return result
@@ -194,19 +216,19 @@ def pytest_configure(config: pytest.Config) -> None:
         options = {argument: settings.option(config, name) for argument, name in _RUN_OPTIONS.items()}
         run = run_config(device=device, **{k: v for k, (v, _) in options.items()},
                          where={k: w for k, (_, w) in options.items()})
-        if not on_cuda(device):  # 'auto' resolved here; install() is idempotent
-            from triton_conformance.conformance.interpreter_layer import install_compat
-
-            install_compat(run.compat)
+        session = ConformanceSession(config, run=run, claim=claim)  # it reads the rest of the options itself
+        # xdist's controller runs no cell: it imports torch, triton and the subjects' modules (seconds) once
+        # xdist has started its workers, in pytest_sessionstart (a shard plan needs the subjects now).
+        later = _xdist_controller(config) and session.shard is None
+        if not later:
+            _install_compat(run)
         if controller:  # HOOK(harness): the environment can run kernels at all, before any cell
-            environment = _start_environment_check(config, run, where)
+            environment = _start_environment_check(config, run, where, later=later)
             if environment is not None:
                 config.stash[_ENVIRONMENT] = environment
-        session = ConformanceSession(config, run=run, claim=claim)  # it reads the rest of the options itself
-        if not config.option.collectonly:  # its imports and CUDA context overlap this process's collection
-            session.executor.prestart()
-        # xdist's controller loads them once xdist has started its workers (a shard plan needs them now)
-        if not _xdist_controller(config) or session.shard is not None:
+        if not _xdist_controller(config) and not config.option.collectonly:
+            session.executor.prestart()  # its imports and CUDA context overlap this process's collection
+        if not later:
             _load_subjects(session)
     except (ConformanceUsageError, InvalidContract) as exc:
         raise pytest.UsageError(str(exc)) from None

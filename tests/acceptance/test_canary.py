@@ -63,8 +63,10 @@ def broken(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_a_failing_canary_stops_the_run_in_one_line_before_any_cell(broken: pytest.Pytester) -> None:
-    result = broken.runpytest_subprocess("--conformance-only", "-p", "no:randomly")
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["one-process", "xdist"])
+def test_a_failing_canary_stops_the_run_in_one_line_before_any_cell(broken: pytest.Pytester, workers) -> None:
+    # Under xdist the controller runs the canaries once its workers have started (pytest_sessionstart).
+    result = broken.runpytest_subprocess("--conformance-only", "-p", "no:randomly", *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
     assert len(errors) == 1, result.stderr.lines

@@ -16,6 +16,7 @@ import math
 import time
 from dataclasses import replace
 
+from triton_conformance import compat
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.harness import run_kind
 from triton_conformance.conformance.judge import OracleError, claimed
@@ -102,7 +103,8 @@ def run_cell(
         result = skipped(subject, cell, reason)
     else:
         policy = SearchPolicy.of(config)
-        with cell_allowance(subject, cell, backend, policy) as allowance:
+        # one patch of triton.language for the cell's launches, not one each (compat.language_patch)
+        with cell_allowance(subject, cell, backend, policy) as allowance, compat.held_language_patch():
             context = CellContext(subject=subject, cell=cell, backend=backend, config=config,
                                   judge=judge_for(subject, backend), policy=policy, allowance=allowance,
                                   observer=observer)

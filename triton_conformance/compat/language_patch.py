@@ -72,6 +72,7 @@ class _Held:
     def __init__(self, interpreter: Any, tl: Any) -> None:
         self.interpreter, self.tl = interpreter, tl
         self.original = interpreter._patch_lang
+        self.missing = getattr(interpreter, "_MISSING", _MISSING)  # the interpreter's scopes record "no attribute" so
         self.launch: frozenset[int] | None = None  # the language modules the running launch has patched
         self.depth = 0
         self.langs: frozenset[int] = frozenset()  # the language modules the held patch covers
@@ -126,7 +127,7 @@ class _Held:
         values = []
         for obj, name, original in reversed(made):
             key = (id(obj), name)
-            values.append(later[key] if key in later else getattr(obj, name, _MISSING))
+            values.append(later[key] if key in later else getattr(obj, name, self.missing))
             later[key] = original
         self.changes.extend((obj, name, original, value)
                             for (obj, name, original), value in zip(made, reversed(values)))
@@ -161,9 +162,9 @@ class _Held:
         """Undo the held patch, last change first; ``careful``: an attribute someone rebound since keeps theirs."""
         while self.changes:
             obj, name, original, value = self.changes.pop()
-            if careful and getattr(obj, name, _MISSING) is not value:
+            if careful and getattr(obj, name, self.missing) is not value:
                 continue
-            if original is _MISSING:
+            if original is self.missing:
                 if hasattr(obj, name):
                     delattr(obj, name)
             else:

@@ -24,7 +24,6 @@ scope a launch gets back still takes and undoes the caller's own changes (``tail
 from __future__ import annotations
 
 import contextlib
-import operator
 from typing import Any, Iterator
 
 from triton_conformance.compat._patch import Patch
@@ -151,10 +150,10 @@ class _Held:
             self.views.append((names, tuple(names), tuple(names.values())))
 
     def _intact(self) -> bool:
-        is_ = operator.is_
+        """Whether each namespace holds the same names and values (a tuple takes identical items as equal
+        without asking them; a function, as the builtins are, equals only itself)."""
         for names, keys, values in self.views:
-            if len(names) != len(keys) or not all(map(is_, names, keys)) or not all(map(is_, names.values(),
-                                                                                          values)):
+            if len(names) != len(keys) or tuple(names) != keys or tuple(names.values()) != values:
                 return False
         return True
 

@@ -209,8 +209,13 @@ def apply_compiled_kernel(patch: Patch, target: TargetDevice) -> None:
 
 
 # ---------------------------------------------------------------------------- tensor_wrappers
+_PLAIN = (int, float, bool, type(None))  # each launch asks of every argument: these are answered first
+
+
 def _is_wrapper(arg: Any) -> bool:
     """A tensor-like argument that is not a tensor: ``data_ptr()`` and a dtype, in CPU memory."""
+    if type(arg) in _PLAIN:
+        return False
     import torch
     from triton.runtime.jit import TensorWrapper
 

@@ -164,3 +164,30 @@ def test_a_cell_patches_the_language_once_for_its_launches(scans):
     result = run_cell(subject, "dtype:float32", backend=backend, config=run_config(profile="ci"))
     assert result.outcome == "honoured" and result.examples > 2, (result.outcome, result.message)
     assert len(scans) == per_launch, (len(scans), per_launch)
+
+
+@triton.jit
+def _loop_count(out_ptr, n):
+    total = 0
+    for _ in tl.range(0, n):
+        total += 1
+    tl.store(out_ptr + tl.program_id(0), total)
+
+
+def test_what_a_caller_sets_on_a_held_launchs_scope_lasts_that_launch(scans):
+    """The large-index emulation sets tl.range on the scope _patch_lang returns (long loops trimmed to their
+    last iterations): inside a held block it holds for that launch, and the next launch loops in full on the
+    same patch (undoing the caller's change leaves the held patch as it was)."""
+    from triton_conformance.conformance.kinds.large_index.tail_grid import tail_programs
+
+    compat.install(["nested_calls"])
+    out = torch.zeros(2, dtype=torch.int32)
+    with compat.held_language_patch():
+        _loop_count[(2,)](out, 10)
+        scans.clear()
+        with tail_programs(long_loop=100, loop_iterations=4):  # 4 iterations among 2 programs
+            _loop_count[(2,)](out, 400)
+        assert out.tolist() == [2, 2]
+        _loop_count[(2,)](out, 400)
+        assert out.tolist() == [400, 400]
+        assert not scans

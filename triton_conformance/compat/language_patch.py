@@ -77,6 +77,17 @@ class _Held:
         self.langs: frozenset[int] = frozenset()  # the language modules the held patch covers
         self.changes: list[tuple[Any, str, Any, Any]] = []  # (object, name, original, the value set), in order
         self.views: list[tuple[Any, tuple, tuple]] = []  # (a namespace, its names, its values) after the patch
+        end = self._end_held_launch
+
+        class LaunchScope(interpreter._LangPatchScope):
+            """What a held launch gets from ``_patch_lang``: it takes the caller's own changes (``set_attr``) and
+            undoes them at the launch's end (``restore``), which then ends the launch; the held patch stays."""
+
+            def restore(scope) -> None:
+                super().restore()
+                end()
+
+        self.launch_scope = LaunchScope
 
     def _langs(self, fn: Any) -> frozenset[int]:
         tl = self.tl
@@ -99,7 +110,7 @@ class _Held:
         if not langs <= self.langs:
             self._keep(self.original(fn), langs)
         self.launch = self.langs
-        return _LaunchScope(self._end_held_launch)
+        return self.launch_scope()
 
     def _own_launch(self, scope: Any, langs: frozenset[int]) -> Any:
         """Outside a block: the launch's own patch, restored at its end (then calls inside need none)."""
@@ -176,25 +187,3 @@ class _Held:
         self.launch, self.depth = None, 0
         if _state["held"] is self:
             _state["held"] = None
-
-
-class _LaunchScope:
-    """What a held launch gets from ``_patch_lang``: the caller's own changes (``set_attr``), undone at the
-    launch's end (``restore``) before the launch ends; the held patch stays."""
-
-    def __init__(self, end: Any) -> None:
-        self._changes: list[tuple[Any, str, Any]] = []
-        self._end = end
-
-    def set_attr(self, obj: Any, name: str, value: Any) -> None:
-        self._changes.append((obj, name, getattr(obj, name, _MISSING)))
-        setattr(obj, name, value)
-
-    def restore(self) -> None:
-        while self._changes:
-            obj, name, original = self._changes.pop()
-            if original is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, original)
-        self._end()

@@ -191,3 +191,18 @@ def test_what_a_caller_sets_on_a_held_launchs_scope_lasts_that_launch(scans):
         _loop_count[(2,)](out, 400)
         assert out.tolist() == [400, 400]
         assert not scans
+
+
+def test_a_held_launch_of_a_function_that_sees_no_language_fails_as_the_interpreter_says():
+    from triton.runtime import interpreter
+
+    compat.install(["nested_calls"])
+
+    def sees_no_language():  # this test module's globals hold tl: a bare function's must not
+        pass
+
+    bare = type(sees_no_language)(sees_no_language.__code__, {})
+    with compat.held_language_patch():
+        kernels.nested_calls(torch.randn(2, 8))  # the block now holds a patch covering tl
+        with pytest.raises(AssertionError, match="triton.language must be visible"):
+            interpreter._patch_lang(bare)

@@ -71,7 +71,7 @@ class _Held:
     def __init__(self, interpreter: Any, tl: Any) -> None:
         self.interpreter, self.tl = interpreter, tl
         self.original = interpreter._patch_lang
-        self.missing = getattr(interpreter, "_MISSING", _MISSING)  # the interpreter's scopes record "no attribute" so
+        self.missing = getattr(interpreter, "_MISSING", _MISSING)  # "no attribute", as the interpreter's scopes say
         self.launch: frozenset[int] | None = None  # the language modules the running launch has patched
         self.depth = 0
         self.langs: frozenset[int] = frozenset()  # the language modules the held patch covers
@@ -107,7 +107,7 @@ class _Held:
             return self._own_launch(self.original(fn), langs)
         if not self._intact():
             self.release(careful=True)  # changed since the last launch: what the interpreter would patch now
-        if not langs <= self.langs:
+        if not langs or not langs <= self.langs:  # (none: the interpreter's own assertion that tl is visible)
             self._keep(self.original(fn), langs)
         self.launch = self.langs
         return self.launch_scope()

@@ -68,7 +68,8 @@ def test_unwrap_is_the_originals_for_leaves_constexprs_and_containers():
 
 def _block(element, shape):
     made = tl.block_type(element, shape)
-    return type(made.shape), list(made.shape.values), str(made.shape.type), made.numel, made.name, made.element_ty
+    return (list(vars(made)), type(made.shape), list(vars(made.shape)), type(made.shape.values),
+            list(made.shape.values), str(made.shape.type), made.numel, made.name, made.element_ty)
 
 
 def test_block_type_is_the_originals_first_and_again_and_for_bad_shapes():
@@ -88,7 +89,8 @@ def test_block_type_is_the_originals_first_and_again_and_for_bad_shapes():
 def _tensor(tensor_type):
     made = core.tensor("handle", tensor_type)
     return (list(vars(made)), made.handle, type(made.shape), [repr(d) for d in made.shape.values],
-            str(made.shape.type), repr(made.numel), made.type, made.dtype)
+            [(list(vars(d)), repr(d.type)) for d in made.shape.values], str(made.shape.type), repr(made.numel),
+            repr(made.numel.type), made.type, made.dtype)
 
 
 def test_tensor_is_the_originals_for_blocks_scalars_and_pointers_first_and_again():

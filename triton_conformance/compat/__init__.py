@@ -25,12 +25,12 @@ from triton_conformance.compat.target import DEFAULT_TARGET, TargetDevice
 from triton_conformance.errors import ConformanceUsageError
 
 __all__ = ["SHIMS", "TargetDevice", "DEFAULT_TARGET", "install", "uninstall", "installed", "current_target",
-           "interpreter_active", "surviving_configs", "pin_config"]
+           "interpreter_active", "held_language_patch", "surviving_configs", "pin_config"]
 
 # name -> one line for the report header.  The order is the order shims are applied in.
 SHIMS: dict[str, str] = {
     "nested_calls": "a @triton.jit function called inside a kernel does not patch triton.language again: the "
-                    "launch did",
+                    "launch did; inside held_language_patch() (a cell) the launches keep one patch",
     "fast_paths": "the interpreter's dtype, constexpr, block-shape and broadcast bookkeeping answered from what it "
                   "computed before or with plain ints (the same answers, without rebuilding them per operation)",
     "libdevice": "triton.language.extra.libdevice functions (None under the interpreter) computed with numpy",
@@ -64,7 +64,7 @@ SHIMS: dict[str, str] = {
 }
 
 _APPLY = {name: f"triton_conformance.compat.{module}:{fn}" for name, (module, fn) in {
-    "nested_calls": ("quirks", "apply_nested_calls"),  # first: the shims that wrap _patch_lang wrap it
+    "nested_calls": ("language_patch", "apply_nested_calls"),  # first: the shims that wrap _patch_lang wrap it
     "fast_paths": ("fast_paths", "apply"),
     "libdevice": ("libdevice", "apply"),
     "autotune": ("autotune", "apply"),
@@ -165,6 +165,14 @@ def installed() -> tuple[str, ...]:
 def current_target() -> TargetDevice | None:
     """The target device the applied shims answer for (None when none is applied)."""
     return _target
+
+
+def held_language_patch():  # noqa: ANN201 - a context manager
+    """Context manager: launches inside it keep ``triton.language`` patched from one to the next, instead of
+    patching and restoring it around each (see compat.language_patch); a no-op without ``nested_calls``."""
+    from triton_conformance.compat.language_patch import held_language_patch as held
+
+    return held()
 
 
 def surviving_configs(kernel):  # noqa: ANN001, ANN201 - triton types stay out of this module's imports

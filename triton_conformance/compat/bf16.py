@@ -63,8 +63,15 @@ def apply(patch: Patch, target: TargetDevice) -> None:
     B = interp.InterpreterBuilder
     BF16 = tl.bfloat16
 
+    plain_dtype, bf16_name = type(BF16), BF16.name
+
+    def is_bf16(t: Any) -> bool:
+        """``t == tl.bfloat16``: for a plain dtype its name, which is what its ``__eq__`` compares (asked of
+        every handle an operation reads)."""
+        return t.name == bf16_name if type(t) is plain_dtype else t == BF16
+
     def is_bf(h: Any) -> bool:
-        return isinstance(h, TensorHandle) and h.dtype.scalar == BF16
+        return isinstance(h, TensorHandle) and is_bf16(h.dtype.scalar)
 
     def val(h: Any) -> np.ndarray:
         return decode(h.data) if is_bf(h) else h.data
@@ -100,7 +107,7 @@ def apply(patch: Patch, target: TargetDevice) -> None:
 
     def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
         s, d = src.dtype.scalar, dst_type.scalar
-        if s != BF16 and d != BF16:
+        if not is_bf16(s) and not is_bf16(d):
             return orig["cast_impl"](self, src, dst_type)
         if s == BF16 and d == BF16:
             return TensorHandle(src.data.copy(), BF16)

@@ -10,10 +10,6 @@
   check for a ``device_assert`` that is only emitted with ``debug=True``; compiled code drops the
   unused check, the interpreter computed it (about half of an index-heavy kernel's interpreted
   work).  Without ``debug`` it is not built; the kernel's values are the same.
-- ``nested_calls``: a ``@triton.jit`` function called inside a kernel (``tl.max``, ``tl.sum``, a
-  helper) made the interpreter patch ``triton.language`` again, scanning every member of it, at
-  every call (a quarter of a reduction kernel's interpreted time); the launch has already patched
-  it, so a call inside the launch patches nothing more.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from typing import Any
 from triton_conformance.compat._patch import Patch
 from triton_conformance.compat.target import TargetDevice
 
-__all__ = ["apply_float_scalars", "apply_loop_vars", "apply_overflow_checks", "apply_nested_calls"]
+__all__ = ["apply_float_scalars", "apply_loop_vars", "apply_overflow_checks"]
 
 
 def apply_float_scalars(patch: Patch, target: TargetDevice) -> None:
@@ -91,34 +87,3 @@ def apply_overflow_checks(patch: Patch, target: TargetDevice) -> None:
     if options is None or not getattr(options, "sanitize_overflow", False) or getattr(options, "debug", False):
         return  # a triton without the option, or one asked to debug: its checks are raised there
     patch.set(builder, "options", dataclasses.replace(options, sanitize_overflow=False))
-
-
-def apply_nested_calls(patch: Patch, target: TargetDevice) -> None:
-    import triton.language as tl
-    from triton.runtime import interpreter
-
-    if not hasattr(interpreter, "_LangPatchScope"):
-        return  # a triton whose interpreter patches the language some other way
-    original = interpreter._patch_lang
-    launch: dict[str, Any] = {"langs": None}  # the language modules the running launch has patched
-
-    def _patch_lang(fn: Any) -> Any:
-        langs = frozenset(id(v) for v in getattr(fn, "__globals__", {}).values() if v is tl or v is tl.core)
-        patched = launch["langs"]
-        if patched is not None and langs <= patched:
-            return interpreter._LangPatchScope()  # inside a launch that patched them already: nothing to add
-        scope = original(fn)
-        if patched is not None:  # a call inside the launch that reaches another module of the language
-            launch["langs"] = patched | langs
-            return scope
-        launch["langs"] = langs  # the launch's own patch (GridExecutor): calls inside it need none until restored
-        restore = scope.restore
-
-        def restore_then_end() -> None:
-            launch["langs"] = None
-            restore()
-
-        scope.restore = restore_then_end
-        return scope
-
-    patch.set(interpreter, "_patch_lang", _patch_lang)

@@ -60,6 +60,14 @@ def _params(self: Any) -> list:
     return cached
 
 
+def _signature(self: Any) -> inspect.Signature:
+    """``inspect.signature(self.fn)``, kept for the function it was taken of (each launch asks)."""
+    kept = self.__dict__.get("_compat_signature")
+    if kept is None or kept[0] is not self.fn:
+        kept = self.__dict__["_compat_signature"] = (self.fn, inspect.signature(self.fn))
+    return kept[1]
+
+
 def _cache_key(self: Any) -> str:
     cached = self.__dict__.get("_compat_cache_key")
     if cached is None:
@@ -106,7 +114,7 @@ def apply_jit_function(patch: Patch, target: TargetDevice) -> None:
         if getattr(module, "JITFunction", None) is real:
             patch.set(module, "JITFunction", JITFunction)
     patch.set(interpreted, "params", property(_params))
-    patch.set(interpreted, "signature", property(lambda self: inspect.signature(self.fn)))
+    patch.set(interpreted, "signature", property(_signature))
     patch.set(interpreted, "constexprs", property(lambda self: [p.num for p in self.params if p.is_constexpr]))
     patch.set(interpreted, "src", property(_source))
     patch.set(interpreted, "cache_key", property(_cache_key))
@@ -115,6 +123,8 @@ def apply_jit_function(patch: Patch, target: TargetDevice) -> None:
 
 # ---------------------------------------------------------------------------- compiled_kernel
 _OPTIONS = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+_Metadata = namedtuple("KernelMetadata", ["name", "num_warps", "num_stages", "num_ctas", "shared", "warp_size",
+                                          "target"])
 
 
 class InterpretedKernel:
@@ -141,12 +151,10 @@ class InterpretedKernel:
         self.options = options
         self.target = target
         self.name = fn.fn.__name__
-        Metadata = namedtuple("KernelMetadata", ["name", "num_warps", "num_stages", "num_ctas", "shared",
-                                                 "warp_size", "target"])
         num_warps = options.get("num_warps", _OPTIONS["num_warps"])
-        self.metadata = Metadata(self.name, num_warps, options.get("num_stages", _OPTIONS["num_stages"]),
-                                 options.get("num_ctas", _OPTIONS["num_ctas"]), num_warps * target.warp_size * 4,
-                                 target.warp_size, ("cuda", target.arch, target.warp_size))
+        self.metadata = _Metadata(self.name, num_warps, options.get("num_stages", _OPTIONS["num_stages"]),
+                                  options.get("num_ctas", _OPTIONS["num_ctas"]), num_warps * target.warp_size * 4,
+                                  target.warp_size, ("cuda", target.arch, target.warp_size))
         self.n_regs: int | None = None
         self.n_spills: int | None = None
         self.n_max_threads: int | None = None
@@ -186,7 +194,7 @@ def apply_compiled_kernel(patch: Patch, target: TargetDevice) -> None:
     original_run = cls.run
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> InterpretedKernel:
-        signature = inspect.signature(self.fn)
+        signature = _signature(self)
         bound = signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in signature.parameters})
         bound.apply_defaults()
         constexprs = {p.name for p in _params(self) if p.is_constexpr}
@@ -201,8 +209,13 @@ def apply_compiled_kernel(patch: Patch, target: TargetDevice) -> None:
 
 
 # ---------------------------------------------------------------------------- tensor_wrappers
+_PLAIN = (int, float, bool, type(None))  # each launch asks of every argument: these are answered first
+
+
 def _is_wrapper(arg: Any) -> bool:
     """A tensor-like argument that is not a tensor: ``data_ptr()`` and a dtype, in CPU memory."""
+    if type(arg) in _PLAIN:
+        return False
     import torch
     from triton.runtime.jit import TensorWrapper
 

@@ -16,6 +16,7 @@ import math
 import time
 from dataclasses import replace
 
+from triton_conformance import compat
 from triton_conformance.conformance import gpu_turns
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.harness import run_kind
@@ -103,7 +104,10 @@ def run_cell(
         result = skipped(subject, cell, reason)
     else:
         policy = SearchPolicy.of(config)
-        with cell_allowance(subject, cell, backend, policy) as allowance, gpu_turns.cell():
+        # one patch of triton.language for the cell's launches, not one each (compat.language_patch); the
+        # cell's GPU work in this process's shared turn (gpu_turns)
+        with cell_allowance(subject, cell, backend, policy) as allowance, compat.held_language_patch(), \
+                gpu_turns.cell():
             context = CellContext(subject=subject, cell=cell, backend=backend, config=config,
                                   judge=judge_for(subject, backend), policy=policy, allowance=allowance,
                                   observer=observer)

@@ -260,7 +260,7 @@ CELL = textwrap.dedent("""
         os.write(fd, f"{name} {event}\\n".encode())
         os.close(fd)
 
-    gpu_turns.install(GpuTurns(directory, "g0"))
+    gpu_turns.share(GpuTurns(directory, "g0"))
     with gpu_turns.cell():
         for i in range(examples):
             gpu_turns.at_example()
@@ -286,9 +286,9 @@ def _held(path: str, mode: int) -> bool:
 def installed(tmp_path):
     """This process's turns on a GPU of a run in ``tmp_path``; uninstalled after."""
     turns = GpuTurns(str(tmp_path), "g0")
-    gpu_turns.install(turns)
+    gpu_turns.share(turns)
     yield turns
-    gpu_turns.install(None)
+    gpu_turns.share(None)
 
 
 def test_a_timing_waits_for_the_examples_running_not_for_the_rest_of_their_cell(holders: Holders) -> None:
@@ -326,7 +326,7 @@ def test_a_cell_gives_its_turn_back_when_it_raises(installed: GpuTurns) -> None:
 
 
 def test_without_installed_turns_nothing_is_locked(tmp_path) -> None:
-    gpu_turns.install(None)
+    gpu_turns.share(None)
     with gpu_turns.cell(), gpu_turns.exclusive():
         gpu_turns.at_example()
     assert not os.listdir(tmp_path)
@@ -359,7 +359,7 @@ def test_every_example_of_a_cell_passes_through_the_gate(installed, monkeypatch)
     result = run_cell(subject, "layout:contiguous", config=run_config(profile="ci"))
     assert result.outcome == "honoured" and result.examples >= 5
     assert len(entered) >= result.examples + 1, (len(entered), result.examples)  # the cell's start, each example
-    assert not gpu_turns.installed().holding and not _held(installed.use, fcntl.LOCK_EX)
+    assert not gpu_turns.current().holding and not _held(installed.use, fcntl.LOCK_EX)
 
 
 def test_the_worker_takes_turns_only_on_a_gpu_it_shares_on_cuda(tmp_path) -> None:

@@ -9,7 +9,7 @@ instead of waiting behind them forever.  The kernel drops both when a holder
 dies, however it dies.
 
 A process that runs cells takes its turns example by example
-(:func:`install`, then the engine's :func:`at_example`, :func:`release` and
+(:func:`share`, then the engine's :func:`at_example`, :func:`release` and
 :func:`exclusive`): it holds a shared turn from a cell's start to its end and
 passes back through the gate at every example's start, so a timing section
 elsewhere waits for the examples running now, not for the rest of their
@@ -30,7 +30,7 @@ import re
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["GpuTurns", "ExampleTurns", "install", "installed", "cell", "at_example", "release", "exclusive"]
+__all__ = ["GpuTurns", "ExampleTurns", "share", "current", "cell", "at_example", "release", "exclusive"]
 
 
 class GpuTurns:
@@ -155,7 +155,7 @@ class ExampleTurns:
 _installed: ExampleTurns | None = None
 
 
-def install(turns: GpuTurns | None) -> None:
+def share(turns: GpuTurns | None) -> None:
     """This process's turns from now on (None: it shares its GPU with no one, or runs on the CPU)."""
     global _installed
     if _installed is not None:
@@ -163,7 +163,7 @@ def install(turns: GpuTurns | None) -> None:
     _installed = ExampleTurns(turns) if turns is not None else None
 
 
-def installed() -> ExampleTurns | None:
+def current() -> ExampleTurns | None:
     return _installed
 
 

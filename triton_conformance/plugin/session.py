@@ -203,9 +203,7 @@ class ConformanceSession:
         modules.extend(self.config.getini("conformance_modules") or ())
         self.import_failures = load_modules(dict.fromkeys(modules), entry_points=True,
                                             root=str(self.config.rootpath))
-        self.subjects = list(registry)
-        self._cells = None
-        self.loaded = True
+        self.subjects, self._cells, self.loaded = list(registry), None, True
         if not self.subjects and not self.import_failures:
             raise ConformanceUsageError(
                 "--conformance was given but no subject is declared: implement "

@@ -118,7 +118,7 @@ class CellExecutor:
         if self._backend is None:
             from triton_conformance.conformance import gpu_turns
 
-            gpu_turns.install(self.turns)
+            gpu_turns.share(self.turns)
             self._backend = current_backend(self.config.device)
         try:
             return run_cell(subject, cell, backend=self._backend, config=self.config)

@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
 
     from triton_conformance.conformance import gpu_turns
 
-    gpu_turns.install(init.get("gpu_turns"))  # the GPU's turns, example by example, when workers share it
+    gpu_turns.share(init.get("gpu_turns"))  # the GPU's turns, example by example, when workers share it
     for module in init["modules"]:
         importlib.import_module(module)
     backend = current_backend(device)

@@ -71,8 +71,8 @@ from typing import Any
 from triton_conformance.conformance.discards import CUT, OVER_COST, ExampleDiscarded
 from triton_conformance.conformance.results import cell_result
 
-__all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "DOT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "ProgramCut",
-           "CostMeter", "metering_cost", "cost_details", "cut_result", "active_meter", "CUT_FINDING"]
+__all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "DOT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost",
+           "ProgramCut", "CostMeter", "metering_cost", "cost_details", "cut_result", "active_meter", "CUT_FINDING"]
 
 # The weights, fitted to the interpreter's times on a 2-core CPU (docs/benchmarks.md): an operation's
 # Python overhead dwarfs numpy's per-element work until its block holds about 16k elements.

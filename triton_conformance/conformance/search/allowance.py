@@ -7,7 +7,9 @@ it refused:
   fair share of the subject's compile budget, and the one check of that
   budget), counted by Triton's compile hook;
 - the **interpreter's cost** (:class:`~.interpreter_cost.CostMeter`: counted
-  interpreted work, on the interpreter), counted by the interpreter's hooks;
+  interpreted work, on the interpreter), counted by the interpreter's hooks,
+  with numpy's BLAS on one thread (:mod:`.blas_threads`: so a unit costs what
+  it was fitted to);
 - the **memory cap**: an example whose estimated bytes (:func:`example_bytes`)
   pass it is discarded before anything is built (:meth:`Allowance.admit`);
 - the **shrink calls**: kernel runs the shrinker may spend after the first failure;
@@ -32,6 +34,7 @@ from typing import Any, Protocol
 
 from triton_conformance.conformance.backend import Backend
 from triton_conformance.conformance.discards import OVER_MEMORY, REASONS, ExampleDiscarded
+from triton_conformance.conformance.search.blas_threads import one_blas_thread
 from triton_conformance.conformance.search.compiles import CellCompiles, CompileLedger, counting_compiles
 from triton_conformance.conformance.search.interpreter_cost import CostMeter, metering_cost
 from triton_conformance.conformance.search.policy import SearchPolicy
@@ -114,8 +117,8 @@ class Allowance:
         """The allowance of one cell of ``subject``, its meters installed while the block runs.
 
         - ``policy``: the memory cap, the shrink calls, the compile budget, the interpreter's cost;
-        - ``backend``: a compiling one gets the compile share, the interpreter the cost meter (if
-          ``needs.interpreter_cost``);
+        - ``backend``: a compiling one gets the compile share, the interpreter one BLAS thread and the cost
+          meter (if ``needs.interpreter_cost``);
         - ``budget_factor``: what every kind needs of the subject's budget (an autotuner's configs), and
           ``later``: the later cells of the subject that apply, each as (kernels, steers); both asked
           for only where there is a budget to share (:class:`~.compiles.CellCompiles`);
@@ -126,7 +129,7 @@ class Allowance:
             budget = policy.compile_budget * budget_factor()
         share = CellCompiles(subject.name, budget, later() if budget else (), kernels=needs.kernels,
                              steers=needs.steers, ledger=ledger, book=book) if backend.compiles else None
-        with counting_compiles(share), \
+        with counting_compiles(share), one_blas_thread(enabled=not backend.compiles), \
                 metering_cost(policy.interpreter_cost, policy.interpreter_example_cost, policy.examples,
                               subject=subject.name, enabled=not backend.compiles and needs.interpreter_cost
                               ) as meter:

@@ -8,13 +8,17 @@ kernel are 4,000 interpreted programs, minutes a cell (examples/FINDINGS.md, S2)
 
 **The unit.**  Every interpreted operation returns a ``TensorHandle`` (a
 load, an add, a constant, each step of a custom reduction); each costs
-:data:`HANDLE_COST`, plus one per ``2**ELEMENT_SHIFT`` elements it holds.
+:data:`HANDLE_COST`, plus one per ``2**ELEMENT_SHIFT`` elements it holds;
+a ``tl.dot`` one more per ``2**DOT_SHIFT`` multiply-adds (M x N x K of its
+blocks: its result holds only M x N), charged before it runs.
 Each program costs :data:`PROGRAM_COST` more, each call of a ``@triton.jit``
 function inside a kernel (``tl.max``, ``tl.sum``, a helper: the interpreter
 re-patches ``triton.language`` for each) :data:`CALL_COST`, each launch
 :data:`LAUNCH_COST`.  Counts, not times: the same kernel on the same inputs
 costs the same on every machine (with the pinned triton).  A unit is about
-1.5 us on this project's loaded 2-core CPU; docs/benchmarks.md has the figures.
+1.5 us on this project's loaded 2-core CPU; docs/benchmarks.md has the figures
+(with numpy's BLAS on one thread, as :mod:`.blas_threads` keeps it in a cell:
+on two, a block's ``np.matmul`` costs several times as much).
 
 **The estimate.**  At each program boundary of a launch (``set_grid_idx``)
 the launch's cost is projected as what it spent so far plus the programs
@@ -67,13 +71,14 @@ from typing import Any
 from triton_conformance.conformance.discards import CUT, OVER_COST, ExampleDiscarded
 from triton_conformance.conformance.results import cell_result
 
-__all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost", "ProgramCut",
-           "CostMeter", "metering_cost", "cost_details", "cut_result", "active_meter", "CUT_FINDING"]
+__all__ = ["HANDLE_COST", "ELEMENT_SHIFT", "DOT_SHIFT", "PROGRAM_COST", "CALL_COST", "LAUNCH_COST", "OverCost",
+           "ProgramCut", "CostMeter", "metering_cost", "cost_details", "cut_result", "active_meter", "CUT_FINDING"]
 
 # The weights, fitted to the interpreter's times on a 2-core CPU (docs/benchmarks.md): an operation's
 # Python overhead dwarfs numpy's per-element work until its block holds about 16k elements.
 HANDLE_COST = 16  # units per interpreted operation (one TensorHandle made)
 ELEMENT_SHIFT = 10  # and one unit per 2**ELEMENT_SHIFT elements it holds
+DOT_SHIFT = 14  # a tl.dot: one more per 2**DOT_SHIFT multiply-adds (fp16 blocks: ~40 ns per 1k, one thread)
 PROGRAM_COST = 128  # units per program, besides its operations
 CALL_COST = 256  # units per call of a @triton.jit function (tl.max, tl.sum, a helper): triton.language re-patched
 LAUNCH_COST = 256  # units per launch (its arguments' copies; its patching counts as a call)
@@ -186,6 +191,10 @@ class CostMeter:
         self.ops += 1
         self.charge(HANDLE_COST + (elements >> ELEMENT_SHIFT))
 
+    def dot(self, multiply_adds: int) -> None:
+        """A ``tl.dot`` about to run: its work grows with M x N x K, its result's elements only with M x N."""
+        self.charge(multiply_adds >> DOT_SHIFT)
+
     def cut(self) -> None:
         """Stop the current program halfway: the pool ran out inside it.  After more than an example's share
         in this one program, a cut (:class:`ProgramCut`, naming where); after less, the pool was nearly
@@ -269,7 +278,7 @@ _PATCHED: dict[str, Any] = {}
 
 def _install(interpreter: Any, builder: Any, handle: Any) -> None:
     set_dim, set_idx, post_init = builder.set_grid_dim, builder.set_grid_idx, handle.__post_init__
-    patch_lang = getattr(interpreter, "_patch_lang", None)
+    patch_lang, create_dot = getattr(interpreter, "_patch_lang", None), getattr(builder, "create_dot", None)
 
     def metered_set_grid_dim(self: Any, nx: Any, ny: Any, nz: Any) -> Any:
         if _ACTIVE:
@@ -291,19 +300,29 @@ def _install(interpreter: Any, builder: Any, handle: Any) -> None:
             _ACTIVE[-1].charge(CALL_COST)
         return patch_lang(fn)
 
-    _PATCHED.update(set_grid_dim=set_dim, set_grid_idx=set_idx, __post_init__=post_init, _patch_lang=patch_lang)
+    def metered_create_dot(self: Any, a: Any, b: Any, *args: Any) -> Any:
+        if _ACTIVE:  # (..., M, K) @ (..., K, N): M x K x N multiply-adds, batched dims included
+            _ACTIVE[-1].dot(getattr(a.data, "size", 0) * (b.data.shape[-1] if getattr(b.data, "ndim", 0) else 1))
+        return create_dot(self, a, b, *args)
+
+    _PATCHED.update(set_grid_dim=set_dim, set_grid_idx=set_idx, __post_init__=post_init, _patch_lang=patch_lang,
+                    create_dot=create_dot)
     builder.set_grid_dim, builder.set_grid_idx = metered_set_grid_dim, metered_set_grid_idx
     handle.__post_init__ = metered_post_init
     if callable(patch_lang):  # optional: without it, calls are not counted
         interpreter._patch_lang = metered_patch_lang
+    if callable(create_dot):  # optional too: without it, a dot costs its result's elements only
+        builder.create_dot = metered_create_dot
 
 
 def _uninstall(interpreter: Any, builder: Any, handle: Any) -> None:
     builder.set_grid_dim, builder.set_grid_idx = _PATCHED.pop("set_grid_dim"), _PATCHED.pop("set_grid_idx")
     handle.__post_init__ = _PATCHED.pop("__post_init__")
-    patch_lang = _PATCHED.pop("_patch_lang")
+    patch_lang, create_dot = _PATCHED.pop("_patch_lang"), _PATCHED.pop("create_dot")
     if callable(patch_lang):
         interpreter._patch_lang = patch_lang
+    if callable(create_dot):
+        builder.create_dot = create_dot
 
 
 @contextlib.contextmanager

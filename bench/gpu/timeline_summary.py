@@ -59,8 +59,6 @@ def main(folder: str, results: str | None = None) -> None:
         at = {}
         for e in events:
             at.setdefault(e["event"], e["t"] - t0)
-        if e.get("started"):
-            pass
         started = next((e["started"] for e in events if e["event"] == "process" and e.get("started")), None)
         if started:
             phases["1 process started"].append(started - t0)
